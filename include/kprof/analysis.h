@@ -1,0 +1,182 @@
+// Analysis of recorded runs: attribution of GPU work to API calls and NVTX ranges, per-kernel /
+// per-op / per-range-path / per-stream / per-device views, and run-level totals.
+// Pure functions over kprof::Run; knows nothing of CUPTI. All times are integer nanoseconds.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kprof/trace.h"
+
+namespace kprof {
+
+/// Distribution of durations (ns). Empty distribution: all zero.
+struct Stat {
+  uint64_t count = 0;
+  uint64_t total_ns = 0;
+  uint64_t mean_ns = 0;
+  uint64_t min_ns = 0;
+  uint64_t median_ns = 0;
+  uint64_t p95_ns = 0;
+  uint64_t max_ns = 0;
+};
+/// Builds a Stat from a list of durations (sorts `durations` in place).
+Stat MakeStat(std::vector<uint64_t>& durations);
+
+enum class GroupBy { Kernel, Op, RangePath, Stream, Device };
+/// Parses "kernel|op|range-path|stream|device"; nullopt for anything else.
+std::optional<GroupBy> ParseGroupBy(const std::string& s);
+const char* GroupByName(GroupBy by);
+
+/// A kernel (by name) inside a group, or at top level in the Kernel view.
+struct KernelRow {
+  std::string name;
+  Stat stat;           ///< durations of each execution
+  double share = 0;    ///< total_ns / GPU busy time of the run (0..1, may exceed 1 with overlap)
+  // Launch configuration of the most frequent launch (for hints): grid/block/regs/smem.
+  Dim3 grid, block;
+  uint32_t registers = 0;
+  uint32_t shared_mem = 0;
+  uint64_t max_blocks = 0;  ///< largest grid (blocks) seen
+};
+
+/// One row of a grouped view: an op (innermost NVTX range / cpu_op at launch), a range path
+/// ("step/forward/linear"), a stream ("dev 0 stream 7"), a device ("dev 0 NVIDIA H100"),
+/// or, in the kernel view, a kernel.
+struct GroupRow {
+  std::string key;               ///< op name, path, stream label, device label or kernel name
+  uint64_t calls = 0;            ///< range occurrences (op/path), launches (kernel), activities
+  uint64_t gpu_ns = 0;           ///< sum of durations of attributed GPU activities
+  uint64_t gpu_projected_ns = 0; ///< length of the union of their intervals
+  uint64_t cpu_ns = 0;           ///< total duration of the range itself on its CPU thread
+  uint64_t kernels = 0;          ///< kernel executions attributed
+  uint64_t memcpys = 0;
+  uint64_t memsets = 0;
+  uint64_t bytes = 0;            ///< bytes moved by attributed memcpy + memset
+  double share = 0;              ///< gpu_ns / GPU busy time of the run
+  int64_t mem_delta_bytes = 0;   ///< device memory allocated minus freed inside the range
+  std::vector<KernelRow> kernel_rows;  ///< kernels beneath (Op/RangePath views), by total desc
+};
+
+/// An NVTX range name with its calls and CPU-side time (the range's own duration).
+struct RangeRow {
+  std::string name;
+  std::string domain;
+  uint64_t calls = 0;
+  Stat stat;  ///< CPU durations
+  uint32_t max_depth = 0;
+};
+
+struct StreamBusy {
+  uint16_t device = 0;
+  uint32_t stream = 0;
+  uint64_t busy_ns = 0;  ///< union of GPU activity intervals on this stream
+  uint64_t activities = 0;
+};
+
+struct DeviceInfo {
+  uint16_t id = 0;
+  std::string name;
+  uint32_t sm_count = 0;
+  uint64_t memory_bytes = 0;
+  std::string compute_capability;  ///< "9.0"
+};
+
+/// A point of the device memory timeline (after an allocation or free).
+struct MemPoint {
+  uint64_t t_ns = 0;
+  uint16_t device = 0;
+  int64_t bytes_in_use = 0;
+};
+
+/// Run-level totals. Times are over all processes unless noted.
+struct RunSummary {
+  uint64_t start_ns = 0, end_ns = 0;
+  uint64_t wall_ns = 0;        ///< last record end - first record start
+  uint64_t gpu_busy_ns = 0;    ///< union of all GPU activity intervals (all devices)
+  uint64_t gpu_idle_ns = 0;    ///< wall_ns - gpu_busy_ns (within the GPU window)
+  double utilisation = 0;      ///< gpu_busy_ns / wall_ns
+  uint64_t kernel_ns = 0;      ///< sum of kernel durations
+  uint64_t kernels = 0;
+  uint64_t memcpys = 0;
+  uint64_t memcpy_ns = 0;
+  uint64_t memcpy_bytes[6] = {};   ///< indexed by CopyKind
+  uint64_t memcpy_count[6] = {};   ///< indexed by CopyKind
+  uint64_t memsets = 0;
+  uint64_t memset_bytes = 0;
+  uint64_t syncs = 0;
+  uint64_t sync_ns = 0;            ///< host time blocked in Sync records
+  uint64_t api_calls = 0;
+  uint64_t api_ns = 0;             ///< time in runtime + driver API calls (outermost only)
+  uint64_t launches = 0;           ///< kernel launch API calls
+  double launch_rate_per_s = 0;    ///< launches / wall
+  uint64_t copy_compute_overlap_ns = 0;  ///< time where a copy and a kernel ran concurrently
+  int64_t peak_memory_bytes = 0;   ///< peak device memory in use (sum over devices)
+  uint64_t allocs = 0, frees = 0;
+  uint64_t nvtx_ranges = 0;
+  uint64_t dropped_records = 0;
+  uint64_t missing_timestamps = 0;
+  uint64_t processes = 0;
+  uint64_t incomplete_processes = 0;  ///< files without End block (crash / kill)
+  uint64_t overhead_ns = 0;           ///< CUPTI overhead records
+  std::vector<StreamBusy> streams;
+  std::vector<DeviceInfo> devices;
+};
+
+/// Per-process summary (rank view).
+struct ProcessSummary {
+  uint32_t pid = 0;
+  int rank = -1;
+  std::string source;
+  bool complete = true;
+  uint64_t wall_ns = 0, gpu_busy_ns = 0, kernels = 0, kernel_ns = 0;
+};
+
+struct AnalysisOptions {
+  GroupBy by = GroupBy::Op;
+  std::string filter;   ///< ECMAScript regex on row keys (kernel names in the kernel view); empty = all
+  size_t top = 0;       ///< 0 = all rows
+  enum class Sort { Gpu, Calls, Cpu, Name } sort = Sort::Gpu;
+  bool timeline = false;  ///< fill Analysis::memory_timeline
+};
+
+struct Hint;  // kprof/hints.h
+
+/// The result of analysing a Run.
+struct Analysis {
+  GroupBy by = GroupBy::Op;
+  RunSummary summary;
+  std::vector<GroupRow> rows;         ///< the requested view, sorted, filtered, top-N applied
+  std::vector<KernelRow> kernels;     ///< all kernels by total GPU time (not truncated)
+  std::vector<RangeRow> ranges;       ///< NVTX ranges by name
+  std::vector<ProcessSummary> processes;
+  std::vector<MemPoint> memory_timeline;
+  uint64_t unattributed_gpu_ns = 0;   ///< GPU time launched outside any range ("(no range)")
+};
+
+/// One GPU activity with what it was attributed to (exposed for hints, diff and tests).
+struct Attributed {
+  const ProcessTrace* process = nullptr;
+  const Record* activity = nullptr;  ///< Kernel / Memcpy / Memset
+  const Record* api = nullptr;       ///< launching API record, null if not found
+  std::vector<const Record*> ranges; ///< open ranges at launch, outermost first (may be empty)
+};
+
+/// Attributes every GPU activity of `run` (order: by process, then activity start time).
+/// Invariant: every Kernel/Memcpy/Memset record appears exactly once.
+std::vector<Attributed> Attribute(const Run& run);
+
+/// Full analysis. Never throws on well-formed input; an invalid filter regex throws InputError.
+Analysis Analyze(const Run& run, const AnalysisOptions& opts = {});
+
+/// Length of the union of [start,end) intervals (sorts in place).
+uint64_t UnionLength(std::vector<std::pair<uint64_t, uint64_t>>& intervals);
+
+/// "1.23 ms", "456 us", "12 ns" style duration for tables.
+std::string FormatDuration(uint64_t ns);
+/// "1.5 GB", "12 MB", "512 B".
+std::string FormatBytes(uint64_t bytes);
+
+}  // namespace kprof

@@ -1,0 +1,44 @@
+// Output writers: terminal table, CSV, JSON (versioned schema, docs/json-schema.md), Markdown,
+// and Chrome trace JSON (Perfetto / chrome://tracing / PyTorch-profiler-trace tools).
+#pragma once
+
+#include <ostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kprof/analysis.h"
+#include "kprof/hints.h"
+
+namespace kprof {
+
+enum class Format { Table, Csv, Json, Markdown };
+std::optional<Format> ParseFormat(const std::string& s);  ///< "table|csv|json|md"
+
+/// Version of the JSON summary schema (docs/json-schema.md). Bump on incompatible change.
+inline constexpr int kJsonSchemaVersion = 1;
+
+struct ReportOptions {
+  Format format = Format::Table;
+  size_t top = 15;               ///< rows shown in the table/markdown views
+  bool color = false;            ///< ANSI colour in table output
+  std::string saved_to;          ///< "results saved to ..." line, empty = none
+};
+
+/// Writes the analysis (and hints) in the requested format.
+void WriteReport(std::ostream& out, const Run& run, const Analysis& analysis,
+                 const std::vector<Hint>& hints, const ReportOptions& opts);
+
+/// JSON summary as a string (the same document WriteReport writes for Format::Json).
+std::string ReportJson(const Run& run, const Analysis& analysis, const std::vector<Hint>& hints);
+
+/// Writes a Chrome trace of `run` to `path` (".gz" suffix: gzip). Throws InputError on I/O error.
+void WriteChromeTrace(const std::string& path, const Run& run);
+/// Same, to a stream (uncompressed).
+void WriteChromeTrace(std::ostream& out, const Run& run);
+
+/// Escapes a string for JSON: quotes, backslashes, control characters; invalid UTF-8 bytes
+/// are replaced by U+FFFD. Appends to `out`.
+void AppendJsonString(std::string& out, std::string_view s);
+
+}  // namespace kprof

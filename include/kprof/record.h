@@ -1,0 +1,172 @@
+// kprof record format: the plain, fixed-size records shared by the agent (writer) and the CLI
+// (reader). No CUDA or CUPTI header may be included here: this file is the seam between the
+// injected agent and everything else. The on-disk layout is described in docs/format.md.
+//
+// Every value of every enum below is serialized: never renumber one, and keep retired values
+// reserved so that old files still read.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kprof {
+
+/// File magic: the first 8 bytes of every kprof run file.
+inline constexpr char kFileMagic[8] = {'K', 'P', 'R', 'O', 'F', 'R', 'U', 'N'};
+/// Major version: a reader refuses files with a larger major version.
+inline constexpr uint16_t kFormatMajor = 1;
+/// Minor version: additions that older readers may ignore (new block types, new meta keys).
+inline constexpr uint16_t kFormatMinor = 0;
+/// Largest payload a block may declare; anything larger is treated as corruption.
+inline constexpr uint32_t kMaxBlockPayload = 64u << 20;
+
+/// What a record describes. Serialized as one byte.
+enum class RecordKind : uint8_t {
+  Invalid = 0,
+  Kernel = 1,       ///< GPU kernel execution (GPU clock converted by CUPTI to the CPU clock)
+  Memcpy = 2,       ///< GPU copy; flags = CopyKind
+  Memset = 3,       ///< GPU memset
+  Sync = 4,         ///< host blocked in a synchronization call; flags = SyncKind
+  RuntimeApi = 5,   ///< CUDA runtime API call on a CPU thread
+  DriverApi = 6,    ///< CUDA driver API call on a CPU thread
+  MarkerStart = 7,  ///< NVTX push or range start; a = marker id, b = domain string id
+  MarkerEnd = 8,    ///< NVTX pop or range end; a = marker id (matches its MarkerStart)
+  MarkerInstant = 9,///< NVTX mark
+  MemAlloc = 10,    ///< device memory allocation (MEMORY2)
+  MemFree = 11,     ///< device memory release (MEMORY2)
+  Overhead = 12,    ///< profiler overhead interval on a CPU thread; a = OverheadKind
+  Range = 13,       ///< complete CPU range (start,end) on a thread: foreign traces' ranges/ops;
+                    ///< b = domain string id, c = nesting hint (0 unknown)
+  GpuRange = 14,    ///< an annotation projected on a GPU stream (foreign traces), informational
+};
+
+/// Number of RecordKind values, for table sizing (highest value + 1).
+inline constexpr size_t kRecordKindCount = 15;
+
+/// Direction of a copy (Memcpy.flags). Values follow the user's view, not CUPTI's enum.
+enum class CopyKind : uint8_t {
+  Unknown = 0,
+  HtoD = 1,
+  DtoH = 2,
+  DtoD = 3,
+  HtoH = 4,
+  PtoP = 5,
+};
+
+/// Host memory kind of a copy's host side (Memcpy.a = src, Memcpy.b = dst).
+enum class MemKind : uint8_t {
+  Unknown = 0,
+  Pageable = 1,
+  Pinned = 2,
+  Device = 3,
+  Array = 4,
+  Managed = 5,
+  DeviceStatic = 6,
+  ManagedStatic = 7,
+};
+
+/// What a Sync record waited for (Sync.flags).
+enum class SyncKind : uint8_t {
+  Unknown = 0,
+  EventSynchronize = 1,
+  StreamWaitEvent = 2,
+  StreamSynchronize = 3,
+  ContextSynchronize = 4,  ///< cudaDeviceSynchronize / cuCtxSynchronize
+};
+
+/// Profiler overhead kinds (Overhead.a).
+enum class OverheadKind : uint8_t {
+  Unknown = 0,
+  BufferFlush = 1,
+  Instrumentation = 2,
+  Resource = 3,
+  RuntimeTriggeredModuleLoading = 4,
+  LazyFunctionLoading = 5,
+  CommandBufferFull = 6,
+  ActivityBuffer = 7,
+  ActivityBufferRequest = 8,
+};
+
+/// Memcpy/memset flag bit in Record::flags' high bits is never used; copy flags go in `c`.
+inline constexpr uint32_t kCopyAsync = 1u;  ///< Memcpy.c bit 0: the copy was asynchronous
+
+/// One fixed-size, 64-byte record. Field meaning depends on `kind`; see docs/format.md.
+///
+/// Common fields:
+///   start_ns/end_ns  integer nanoseconds on the CPU clock the agent recorded (CUPTI timestamps,
+///                    CLOCK_REALTIME by default); end_ns == start_ns for instants.
+///   name             string-table id (0 = no name).
+///   tid              CPU records: thread id as CUPTI reports it; GPU records: stream id.
+///   device           GPU records: device ordinal; CPU records: kNoDevice.
+///   correlation      CUPTI correlation id linking API call -> GPU work; 0 when none.
+///
+/// Kind-specific fields (a..f):
+///   Kernel     a,b,c = grid x,y,z; d = block x | block y << 16; e = block z | regs << 16;
+///              f = shared memory bytes (static + dynamic); bytes = 0; flags bit0 = graph launch
+///   Memcpy     flags = CopyKind; a = src MemKind; b = dst MemKind; c = kCopyAsync bits;
+///              d = src device, e = dst device (PtoP); bytes = size
+///   Memset     a = value; b = MemKind; bytes = size
+///   Sync       flags = SyncKind; a = stream id (0 if none); tid = 0 (use correlation)
+///   Runtime/DriverApi  a = CUPTI callback id; b = return code
+///   Marker*    a = marker id; b = domain string id (0 = default domain)
+///   MemAlloc/MemFree   a,b = address low/high 32 bits; c = MemKind; bytes = size;
+///              start_ns = end_ns = timestamp
+///   Overhead   a = OverheadKind
+///   Range      b = domain string id (e.g. "cpu_op", "user_annotation"); tid = thread
+///   GpuRange   b = domain string id; tid = stream
+struct Record {
+  uint8_t kind = 0;  ///< RecordKind
+  uint8_t flags = 0;
+  uint16_t device = 0;
+  uint32_t correlation = 0;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint32_t name = 0;
+  uint32_t tid = 0;
+  uint64_t bytes = 0;
+  uint32_t a = 0, b = 0, c = 0, d = 0, e = 0, f = 0;
+
+  RecordKind Kind() const { return static_cast<RecordKind>(kind); }
+  uint64_t DurationNs() const { return end_ns > start_ns ? end_ns - start_ns : 0; }
+};
+static_assert(sizeof(Record) == 64, "Record is part of the file format: 64 bytes");
+
+inline constexpr uint16_t kNoDevice = 0xFFFF;
+
+/// Helpers for the packed kernel launch configuration.
+struct Dim3 {
+  uint32_t x = 1, y = 1, z = 1;
+};
+inline Dim3 KernelGrid(const Record& r) { return {r.a, r.b, r.c}; }
+inline Dim3 KernelBlock(const Record& r) { return {r.d & 0xFFFFu, r.d >> 16, r.e & 0xFFFFu}; }
+inline uint32_t KernelRegisters(const Record& r) { return r.e >> 16; }
+inline uint32_t KernelSharedMem(const Record& r) { return r.f; }
+inline void SetKernelLaunch(Record& r, Dim3 grid, Dim3 block, uint32_t regs, uint32_t smem) {
+  r.a = grid.x;
+  r.b = grid.y;
+  r.c = grid.z;
+  r.d = (block.x & 0xFFFFu) | (block.y << 16);
+  r.e = (block.z & 0xFFFFu) | (regs << 16);
+  r.f = smem;
+}
+inline bool IsGpuKind(RecordKind k) {
+  return k == RecordKind::Kernel || k == RecordKind::Memcpy || k == RecordKind::Memset ||
+         k == RecordKind::GpuRange;
+}
+
+/// Counters the agent keeps about its own collection; written in a Stats block.
+/// Serialized field by field as little-endian u64 in this order; new fields are appended.
+struct CollectionStats {
+  uint64_t records_written = 0;     ///< records converted and queued for the file
+  uint64_t dropped_records = 0;     ///< CUPTI's cuptiActivityGetNumDroppedRecords total
+  uint64_t missing_timestamps = 0;  ///< records whose start or end was 0 (not written)
+  uint64_t unknown_records = 0;     ///< CUPTI records of kinds kprof does not convert
+  uint64_t buffers_completed = 0;   ///< CUPTI buffers returned to the agent
+  uint64_t buffer_bytes = 0;        ///< total bytes of CUPTI buffers handed out
+  uint64_t flushes = 0;             ///< forced flushes (exit, signal, context destroy)
+  uint64_t foreign_buffers = 0;     ///< buffers CUPTI returned that kprof did not hand out
+  uint64_t write_errors = 0;        ///< failed writes to the run file
+};
+inline constexpr size_t kCollectionStatsFields = 9;
+
+}  // namespace kprof
