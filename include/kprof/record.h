@@ -83,8 +83,9 @@ enum class OverheadKind : uint8_t {
   RuntimeTriggeredModuleLoading = 4,
   LazyFunctionLoading = 5,
   CommandBufferFull = 6,
-  ActivityBuffer = 7,
-  ActivityBufferRequest = 8,
+  ActivityBufferRequest = 7,
+  UvmActivityInit = 8,
+  DriverCompiler = 9,
 };
 
 /// Memcpy/memset flag bit in Record::flags' high bits is never used; copy flags go in `c`.
@@ -111,7 +112,7 @@ inline constexpr uint32_t kCopyAsync = 1u;  ///< Memcpy.c bit 0: the copy was as
 ///   Marker*    a = marker id; b = domain string id (0 = default domain)
 ///   MemAlloc/MemFree   a,b = address low/high 32 bits; c = MemKind; bytes = size;
 ///              start_ns = end_ns = timestamp
-///   Overhead   a = OverheadKind
+///   Overhead   a = OverheadKind; name = its description
 ///   Range      b = domain string id (e.g. "cpu_op", "user_annotation"); tid = thread
 ///   GpuRange   b = domain string id; tid = stream
 struct Record {

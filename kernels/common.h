@@ -1,0 +1,42 @@
+// Shared helpers for the kernels/ workloads: every CUDA call is checked.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#define CHECK(call)                                                                      \
+  do {                                                                                   \
+    cudaError_t err_ = (call);                                                           \
+    if (err_ != cudaSuccess) {                                                           \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,          \
+                   cudaGetErrorString(err_));                                            \
+      std::exit(2);                                                                      \
+    }                                                                                    \
+  } while (0)
+
+#define CHECK_LAUNCH() CHECK(cudaGetLastError())
+
+inline long ArgOr(int argc, char** argv, int i, long fallback) {
+  return argc > i ? std::strtol(argv[i], nullptr, 10) : fallback;
+}
+
+inline double NowSeconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+// Peak resident set size of this process in kB (VmHWM), or -1.
+inline long PeakRssKb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
+  }
+  return -1;
+}

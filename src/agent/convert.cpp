@@ -1,0 +1,290 @@
+#include "agent/convert.h"
+
+#include <cctype>
+#include <string>
+
+namespace kprof::agent {
+
+uint32_t Interner::Intern(std::string_view s) {
+  if (s.empty()) return 0;
+  auto it = ids_.find(s);
+  if (it != ids_.end()) return it->second;
+  uint32_t id = next_++;
+  ids_.emplace(std::string(s), id);
+  new_.emplace_back(id, std::string(s));
+  return id;
+}
+
+std::vector<std::pair<uint32_t, std::string>> Interner::TakeNew() {
+  std::vector<std::pair<uint32_t, std::string>> out;
+  out.swap(new_);
+  return out;
+}
+
+std::string_view ApiBaseName(std::string_view name) {
+  // Strip a trailing "_v<digits>" (CUPTI appends the API version to callback names).
+  size_t pos = name.rfind("_v");
+  if (pos == std::string_view::npos || pos + 2 >= name.size()) return name;
+  for (size_t i = pos + 2; i < name.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return name;
+  }
+  return name.substr(0, pos);
+}
+
+namespace {
+
+// API names by callback id, resolved once (cuptiGetCallbackName is not free).
+class ApiNames {
+ public:
+  uint32_t Get(CUpti_CallbackDomain domain, uint32_t cbid, Interner& strings) {
+    std::vector<uint32_t>& table = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? runtime_ : driver_;
+    if (cbid < table.size() && table[cbid] != 0) return table[cbid];
+    const char* name = nullptr;
+    uint32_t id;
+    if (cuptiGetCallbackName(domain, cbid, &name) == CUPTI_SUCCESS && name != nullptr) {
+      id = strings.Intern(ApiBaseName(name));
+    } else {
+      id = strings.Intern((domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "cudaApi#" : "cuApi#") +
+                          std::to_string(cbid));
+    }
+    if (cbid < table.size()) table[cbid] = id;
+    return id;
+  }
+
+ private:
+  std::vector<uint32_t> runtime_ = std::vector<uint32_t>(CUPTI_RUNTIME_TRACE_CBID_SIZE, 0);
+  std::vector<uint32_t> driver_ = std::vector<uint32_t>(CUPTI_DRIVER_TRACE_CBID_SIZE, 0);
+};
+
+ApiNames& Names() {
+  static ApiNames names;  // writer thread only
+  return names;
+}
+
+uint16_t Device(uint32_t id) { return static_cast<uint16_t>(id < kNoDevice ? id : kNoDevice - 1); }
+
+CopyKind ToCopyKind(uint8_t k) {
+  switch (k) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA:
+      return CopyKind::HtoD;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH:
+      return CopyKind::DtoH;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA:
+      return CopyKind::DtoD;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+      return CopyKind::HtoH;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
+      return CopyKind::PtoP;
+    default:
+      return CopyKind::Unknown;
+  }
+}
+
+uint32_t ToMemKind(uint32_t k) {
+  // CUPTI's memory kinds 0..7 are kprof's MemKind values by design (docs/format.md).
+  return k <= static_cast<uint32_t>(MemKind::ManagedStatic) ? k : 0;
+}
+
+const char* OverheadName(uint32_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER:
+      return "driver compiler";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH:
+      return "CUPTI buffer flush";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION:
+      return "CUPTI instrumentation";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE:
+      return "CUPTI resource";
+    case CUPTI_ACTIVITY_OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING:
+      return "module loading";
+    case CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING:
+      return "lazy function loading";
+    case CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL:
+      return "command buffer full";
+    case CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST:
+      return "activity buffer request";
+    default:
+      return "CUPTI overhead";
+  }
+}
+
+uint32_t ToOverheadKind(uint32_t kind) {
+  if (kind == CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER) {
+    return static_cast<uint32_t>(OverheadKind::DriverCompiler);
+  }
+  uint32_t k = kind >> 16;
+  return k <= static_cast<uint32_t>(OverheadKind::UvmActivityInit) ? k : 0;
+}
+
+uint32_t ObjectThread(CUpti_ActivityObjectKind kind, const CUpti_ActivityObjectKindId& id) {
+  return kind == CUPTI_ACTIVITY_OBJECT_THREAD || kind == CUPTI_ACTIVITY_OBJECT_PROCESS
+             ? id.pt.threadId
+             : 0;
+}
+
+}  // namespace
+
+ConvertResult ConvertRecord(const CUpti_Activity* rec, Interner& strings, Record& out,
+                            MetaList& meta) {
+  out = Record{};
+  switch (rec->kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+    case CUPTI_ACTIVITY_KIND_KERNEL: {
+      const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
+      if (k->start == 0 || k->end == 0) return ConvertResult::MissingTimestamp;
+      out.kind = static_cast<uint8_t>(RecordKind::Kernel);
+      out.flags = k->graphId != 0 ? 1 : 0;
+      out.device = Device(k->deviceId);
+      out.correlation = k->correlationId;
+      out.start_ns = k->start;
+      out.end_ns = k->end;
+      out.name = strings.Intern(k->name != nullptr ? k->name : "(unnamed kernel)");
+      out.tid = k->streamId;
+      SetKernelLaunch(out,
+                      {static_cast<uint32_t>(k->gridX), static_cast<uint32_t>(k->gridY),
+                       static_cast<uint32_t>(k->gridZ)},
+                      {static_cast<uint32_t>(k->blockX), static_cast<uint32_t>(k->blockY),
+                       static_cast<uint32_t>(k->blockZ)},
+                      k->registersPerThread,
+                      static_cast<uint32_t>(k->staticSharedMemory + k->dynamicSharedMemory));
+      return ConvertResult::Converted;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
+      if (m->start == 0 || m->end == 0) return ConvertResult::MissingTimestamp;
+      out.kind = static_cast<uint8_t>(RecordKind::Memcpy);
+      out.flags = static_cast<uint8_t>(ToCopyKind(m->copyKind));
+      out.device = Device(m->deviceId);
+      out.correlation = m->correlationId;
+      out.start_ns = m->start;
+      out.end_ns = m->end;
+      out.tid = m->streamId;
+      out.bytes = m->bytes;
+      out.a = ToMemKind(m->srcKind);
+      out.b = ToMemKind(m->dstKind);
+      out.c = (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? kCopyAsync : 0;
+      out.d = m->deviceId;
+      out.e = m->deviceId;
+      return ConvertResult::Converted;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
+      if (m->start == 0 || m->end == 0) return ConvertResult::MissingTimestamp;
+      out.kind = static_cast<uint8_t>(RecordKind::Memset);
+      out.device = Device(m->deviceId);
+      out.correlation = m->correlationId;
+      out.start_ns = m->start;
+      out.end_ns = m->end;
+      out.tid = m->streamId;
+      out.bytes = m->bytes;
+      out.a = m->value;
+      out.b = ToMemKind(m->memoryKind);
+      return ConvertResult::Converted;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+      const auto* s = reinterpret_cast<const CUpti_ActivitySynchronization2*>(rec);
+      if (s->start == 0 || s->end == 0) return ConvertResult::MissingTimestamp;
+      out.kind = static_cast<uint8_t>(RecordKind::Sync);
+      uint32_t type = static_cast<uint32_t>(s->type);
+      out.flags = static_cast<uint8_t>(type <= 4 ? type : 0);  // CUPTI's values are SyncKind's
+      out.device = kNoDevice;
+      out.correlation = s->correlationId;
+      out.start_ns = s->start;
+      out.end_ns = s->end;
+      out.a = s->streamId == 0xFFFFFFFFu ? 0 : s->streamId;
+      return ConvertResult::Converted;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(rec);
+      if (a->start == 0 || a->end == 0) return ConvertResult::MissingTimestamp;
+      bool runtime = rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME;
+      out.kind = static_cast<uint8_t>(runtime ? RecordKind::RuntimeApi : RecordKind::DriverApi);
+      out.device = kNoDevice;
+      out.correlation = a->correlationId;
+      out.start_ns = a->start;
+      out.end_ns = a->end;
+      out.tid = a->threadId;
+      out.name = Names().Get(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API,
+                             a->cbid, strings);
+      out.a = a->cbid;
+      out.b = a->returnValue;
+      return ConvertResult::Converted;
+    }
+    case CUPTI_ACTIVITY_KIND_MARKER: {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMarker2*>(rec);
+      if (m->timestamp == 0) return ConvertResult::MissingTimestamp;
+      if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
+        out.kind = static_cast<uint8_t>(RecordKind::MarkerStart);
+      } else if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
+        out.kind = static_cast<uint8_t>(RecordKind::MarkerEnd);
+      } else if (m->flags & CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS) {
+        out.kind = static_cast<uint8_t>(RecordKind::MarkerInstant);
+      } else {
+        return ConvertResult::Skipped;  // sync acquire/release markers
+      }
+      out.device = kNoDevice;
+      out.start_ns = out.end_ns = m->timestamp;
+      out.tid = ObjectThread(m->objectKind, m->objectId);
+      out.name = m->name != nullptr ? strings.Intern(m->name) : 0;
+      out.a = m->id;
+      out.b = m->domain != nullptr ? strings.Intern(m->domain) : 0;
+      return ConvertResult::Converted;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMORY2: {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemory4*>(rec);
+      if (m->timestamp == 0) return ConvertResult::MissingTimestamp;
+      if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION) {
+        out.kind = static_cast<uint8_t>(RecordKind::MemAlloc);
+      } else if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) {
+        out.kind = static_cast<uint8_t>(RecordKind::MemFree);
+      } else {
+        return ConvertResult::Skipped;
+      }
+      out.device = Device(m->deviceId);
+      out.correlation = m->correlationId;
+      out.start_ns = out.end_ns = m->timestamp;
+      out.tid = m->streamId;
+      out.bytes = m->bytes;
+      out.a = static_cast<uint32_t>(m->address & 0xFFFFFFFFu);
+      out.b = static_cast<uint32_t>(m->address >> 32);
+      out.c = ToMemKind(m->memoryKind);
+      return ConvertResult::Converted;
+    }
+    case CUPTI_ACTIVITY_KIND_OVERHEAD: {
+      const auto* o = reinterpret_cast<const CUpti_ActivityOverhead3*>(rec);
+      if (o->start == 0 || o->end == 0) return ConvertResult::MissingTimestamp;
+      out.kind = static_cast<uint8_t>(RecordKind::Overhead);
+      out.device = kNoDevice;
+      out.correlation = o->correlationId;
+      out.start_ns = o->start;
+      out.end_ns = o->end;
+      out.tid = ObjectThread(o->objectKind, o->objectId);
+      out.name = strings.Intern(OverheadName(o->overheadKind));
+      out.a = ToOverheadKind(o->overheadKind);
+      return ConvertResult::Converted;
+    }
+    case CUPTI_ACTIVITY_KIND_DEVICE: {
+      const auto* d = reinterpret_cast<const CUpti_ActivityDevice5*>(rec);
+      std::string p = "device." + std::to_string(d->id) + ".";
+      meta.emplace_back(p + "name", d->name != nullptr ? d->name : "");
+      meta.emplace_back(p + "sm_count", std::to_string(d->numMultiprocessors));
+      meta.emplace_back(p + "memory_bytes", std::to_string(d->globalMemorySize));
+      meta.emplace_back(p + "cc", std::to_string(d->computeCapabilityMajor) + "." +
+                                      std::to_string(d->computeCapabilityMinor));
+      meta.emplace_back(p + "clock_khz", std::to_string(d->coreClockRate));
+      meta.emplace_back(p + "memory_bandwidth_kbps", std::to_string(d->globalMemoryBandwidth));
+      meta.emplace_back(p + "l2_bytes", std::to_string(d->l2CacheSize));
+      return ConvertResult::Meta;
+    }
+    default:
+      return ConvertResult::Skipped;
+  }
+}
+
+}  // namespace kprof::agent

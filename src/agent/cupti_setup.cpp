@@ -1,0 +1,175 @@
+#include "agent/cupti_setup.h"
+
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <string_view>
+#include <utility>
+
+namespace kprof::agent {
+namespace {
+
+struct KindName {
+  const char* name;
+  uint32_t bit;
+};
+constexpr KindName kKindNames[] = {
+    {"kernel", kKindKernel},   {"memcpy", kKindMemcpy}, {"memset", kKindMemset},
+    {"sync", kKindSync},       {"runtime", kKindRuntime}, {"driver", kKindDriver},
+    {"nvtx", kKindNvtx},       {"memory", kKindMemory}, {"overhead", kKindOverhead},
+};
+
+// API families kprof records. Matched as prefixes of the callback name, so that the _v2,
+// _ptsz/_ptds and Async variants are included. Polling calls (cudaEventQuery,
+// cudaStreamQuery) and the many bookkeeping calls frameworks make (cudaGetDevice,
+// cudaStreamIsCapturing, ...) stay out: they would cost time on the hot path and say little.
+constexpr std::string_view kTracedPrefixes[] = {
+    // runtime
+    "cudaLaunch", "cudaMemcpy", "cudaMemset", "cudaMalloc", "cudaFree", "cudaHostAlloc",
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaEventRecord",
+    "cudaStreamWaitEvent", "cudaGraphLaunch", "cudaDeviceReset", "cudaThreadSynchronize",
+    // driver
+    "cuLaunch", "cuMemcpy", "cuMemset", "cuMemAlloc", "cuMemFree", "cuMemHostAlloc",
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuEventRecord",
+    "cuStreamWaitEvent", "cuGraphLaunch",
+};
+
+std::mutex g_log_mu;
+std::set<std::pair<const char*, int>> g_logged;
+
+}  // namespace
+
+uint32_t ParseKinds(const char* list, std::string* unknown) {
+  if (list == nullptr || *list == '\0') return kKindAll;
+  uint32_t bits = 0;
+  std::string_view rest(list);
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    std::string_view word = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    if (word.empty()) continue;
+    if (word == "all") {
+      bits |= kKindAll;
+      continue;
+    }
+    bool found = false;
+    for (const auto& k : kKindNames) {
+      if (word == k.name) {
+        bits |= k.bit;
+        found = true;
+      }
+    }
+    if (!found && unknown != nullptr) {
+      if (!unknown->empty()) unknown->push_back(',');
+      unknown->append(word);
+    }
+  }
+  return bits;
+}
+
+std::string KindsToString(uint32_t kinds) {
+  std::string out;
+  for (const auto& k : kKindNames) {
+    if ((kinds & k.bit) == 0) continue;
+    if (!out.empty()) out.push_back(',');
+    out += k.name;
+  }
+  return out;
+}
+
+bool CheckCupti(CUptiResult r, const char* call, const char* file, int line) {
+  if (r == CUPTI_SUCCESS) return true;
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  if (g_logged.insert({file, line}).second) {
+    const char* msg = nullptr;
+    if (cuptiGetResultString(r, &msg) != CUPTI_SUCCESS || msg == nullptr) msg = "unknown error";
+    std::fprintf(stderr, "kprof agent: %s failed: %s (%d)\n", call, msg, static_cast<int>(r));
+  }
+  return false;
+}
+
+bool ConfigureActivityAttributes(bool zeroed_buffers) {
+  bool ok = true;
+  // A larger device buffer than the 3.2 MB default: bursts of short kernels otherwise fill it
+  // before CUPTI's worker drains it, and records lose their timestamps.
+  size_t device_buffer = 16u << 20;
+  size_t sz = sizeof(device_buffer);
+  ok &= KPROF_CUPTI(
+      cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &device_buffer));
+  if (zeroed_buffers) {
+    // We hand CUPTI zero-filled buffers (zeroed on kprof's writer thread), so CUPTI need not
+    // zero them on the application thread.
+    uint8_t zeroed = 1;
+    size_t zsz = sizeof(zeroed);
+    ok &= KPROF_CUPTI(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+                                                &zsz, &zeroed));
+  }
+  return ok;
+}
+
+bool IsTracedApiName(const char* name) {
+  if (name == nullptr) return false;
+  std::string_view n(name);
+  for (std::string_view p : kTracedPrefixes) {
+    if (n.substr(0, p.size()) == p) return true;
+  }
+  return false;
+}
+
+static int EnableApiDomain(CUpti_CallbackDomain domain, uint32_t size, bool runtime) {
+  int enabled = 0;
+  for (uint32_t cbid = 1; cbid < size; ++cbid) {
+    const char* name = nullptr;
+    if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS) continue;
+    if (!IsTracedApiName(name)) continue;
+    CUptiResult r = runtime ? cuptiActivityEnableRuntimeApi(cbid, 1)
+                            : cuptiActivityEnableDriverApi(cbid, 1);
+    if (r == CUPTI_SUCCESS) {
+      ++enabled;
+    } else if (r != CUPTI_ERROR_INVALID_PARAMETER) {
+      KPROF_CUPTI(r);
+    }
+  }
+  return enabled;
+}
+
+bool EnableActivityKinds(uint32_t kinds, int* enabled_api) {
+  bool ok = true;
+  // CONCURRENT_KERNEL, never KERNEL: KERNEL serializes every kernel launch.
+  if (kinds & kKindKernel) ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  if (kinds & kKindMemcpy) ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
+  if (kinds & kKindMemset) ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+  if (kinds & kKindSync) {
+    ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
+    // No records for event/stream queries that found work unfinished: polling loops flood.
+    KPROF_CUPTI(cuptiActivityEnableAllSyncRecords(0));
+  }
+  if (kinds & kKindNvtx) ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER));
+  if (kinds & kKindMemory) ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2));
+  if (kinds & kKindOverhead) ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_OVERHEAD));
+  // Device records carry the properties kprof writes into the file's meta block.
+  KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE));
+  int apis = 0;
+  // Only the calls kprof needs, per callback id: enabling whole domains costs far more.
+  if (kinds & kKindRuntime) {
+    apis += EnableApiDomain(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE, true);
+  }
+  if (kinds & kKindDriver) {
+    apis += EnableApiDomain(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE, false);
+  }
+  if (enabled_api != nullptr) *enabled_api = apis;
+  return ok;
+}
+
+void DisableActivityKinds(uint32_t kinds) {
+  if (kinds & kKindKernel) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  if (kinds & kKindMemcpy) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY));
+  if (kinds & kKindMemset) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET));
+  if (kinds & kKindSync) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
+  if (kinds & kKindNvtx) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MARKER));
+  if (kinds & kKindMemory) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMORY2));
+  if (kinds & kKindOverhead) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_OVERHEAD));
+}
+
+}  // namespace kprof::agent
