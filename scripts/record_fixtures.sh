@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Records the GPU fixtures used by the CPU tests (tests/fixtures/gpu/<name>/) and the bundled
+# default run (examples/default-run/). Needs a GPU; run from the repository root after a build:
+#   scripts/record_fixtures.sh [BUILD_DIR=build] [DEST=tests/fixtures/gpu]
+# Each fixture is a kprof run directory; the workloads are the kernels/ programs with small,
+# fixed arguments so the files stay small. Re-running replaces them.
+set -euo pipefail
+BUILD=${1:-build}
+DEST=${2:-tests/fixtures/gpu}
+PY=${PYTHON:-python3}
+mkdir -p "$DEST"
+record() {  # name program args...
+  local name=$1
+  shift
+  rm -rf "${DEST:?}/$name"
+  if "$BUILD/kprof" run --quiet -o "$DEST/$name" -- "$@" > "$DEST/$name.log" 2>&1; then
+    echo "recorded $name"
+  else
+    echo "recorded $name (program exit status $?)"
+  fi
+  mv "$DEST/$name.log" "$DEST/$name/program.log"
+}
+K="$BUILD/kernels"
+record vector_add "$K/vector_add" 1048576
+record memcpy_kinds "$K/memcpy_kinds" 8388608
+record memset "$K/memset"
+record sync_kinds "$K/sync_kinds"
+record nvtx_threads "$K/nvtx_threads" 3
+record graph_launch "$K/graph_launch" 5
+record crash_abort "$K/crash" abort 50
+record storm_10k "$K/kernel_storm" 10000
+for prog in "$K"/hint_* "$K"/healthy_gemm; do
+  [ -x "$prog" ] || continue
+  record "$(basename "$prog")" "$prog"
+done
+if "$PY" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  record torch_nvtx "$PY" tests/gpu/scripts/torch_nvtx.py
+fi
+du -sh "$DEST"/* | sort -h | tail -n 30

@@ -1,0 +1,384 @@
+// GPU tests (ctest label "gpu"): kprof run on each kernels/ workload and on PyTorch scripts, with
+// exact assertions on what was recorded. Every test skips cleanly when no GPU is present.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kprof/analysis.h"
+#include "kprof/trace.h"
+
+namespace fs = std::filesystem;
+using namespace kprof;
+
+namespace {
+
+bool HaveGpu() {
+  static const bool have = [] {
+    if (const char* f = std::getenv("KPROF_FORCE_NO_GPU"); f && *f) return false;
+    return access("/dev/nvidiactl", F_OK) == 0 && access("/dev/nvidia0", F_OK) == 0;
+  }();
+  return have;
+}
+
+#define REQUIRE_GPU()                                              \
+  do {                                                             \
+    if (!HaveGpu()) GTEST_SKIP() << "no NVIDIA GPU on this machine"; \
+  } while (0)
+
+std::string Bin(const std::string& rel) { return std::string(KPROF_BINARY_DIR) + "/" + rel; }
+std::string Src(const std::string& rel) { return std::string(KPROF_SOURCE_DIR) + "/" + rel; }
+
+std::string FreshDir(const std::string& name) {
+  std::string dir = Bin("gpu-test-runs/" + name);
+  fs::remove_all(dir);
+  fs::create_directories(fs::path(dir).parent_path());
+  return dir;
+}
+
+struct Result {
+  int status = -1;  // exit code as a shell reports it
+  std::string out;  // stdout + stderr
+};
+
+// Runs argv with stdout+stderr captured; optionally sends `sig` to it after `delay_ms`.
+Result Run(const std::vector<std::string>& argv, int sig = 0, int delay_ms = 0) {
+  std::string log = Bin("gpu-test-runs/last.log");
+  fs::create_directories(Bin("gpu-test-runs"));
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  if (sig != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    kill(pid, sig);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  Result r;
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  std::ifstream f(log);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  r.out = ss.str();
+  return r;
+}
+
+Result Kprof(const std::string& dir, const std::vector<std::string>& program) {
+  std::vector<std::string> argv = {Bin("kprof"), "run", "-o", dir, "--quiet", "--"};
+  argv.insert(argv.end(), program.begin(), program.end());
+  return Run(argv);
+}
+
+std::string Python() {
+  for (const char* p : {"/opt/torch/.venv/bin/python3", "/usr/bin/python3"}) {
+    if (access(p, X_OK) == 0) return p;
+  }
+  return "python3";
+}
+
+bool HaveTorch() {
+  return Run({Python(), "-c", "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"})
+             .status == 0;
+}
+
+// Counting helpers over one process's records.
+size_t Count(const ProcessTrace& t, RecordKind k) {
+  size_t n = 0;
+  for (const auto& r : t.records) n += r.Kind() == k;
+  return n;
+}
+size_t CountNamed(const ProcessTrace& t, RecordKind k, const std::string& substr) {
+  size_t n = 0;
+  for (const auto& r : t.records) {
+    n += r.Kind() == k && t.Name(r).find(substr) != std::string::npos;
+  }
+  return n;
+}
+size_t CountCopies(const ProcessTrace& t, CopyKind kind, MemKind host, uint64_t bytes) {
+  size_t n = 0;
+  for (const auto& r : t.records) {
+    if (r.Kind() != RecordKind::Memcpy || r.flags != static_cast<uint8_t>(kind)) continue;
+    uint32_t host_side = kind == CopyKind::HtoD ? r.a : r.b;
+    if (kind == CopyKind::DtoD || host_side == static_cast<uint32_t>(host)) n += r.bytes == bytes;
+  }
+  return n;
+}
+size_t CountSync(const ProcessTrace& t, SyncKind k) {
+  size_t n = 0;
+  for (const auto& r : t.records) {
+    n += r.Kind() == RecordKind::Sync && r.flags == static_cast<uint8_t>(k);
+  }
+  return n;
+}
+
+const ProcessTrace& Only(const Run& run) {
+  EXPECT_EQ(run.processes.size(), 1u);
+  return run.processes.at(0);
+}
+
+void ExpectClean(const ProcessTrace& t) {
+  EXPECT_TRUE(t.complete) << t.source << " has no End block";
+  EXPECT_EQ(t.stats.dropped_records, 0u);
+  EXPECT_EQ(t.stats.missing_timestamps, 0u);
+  EXPECT_EQ(t.meta.count("displaced"), 0u);
+}
+
+}  // namespace
+
+TEST(Gpu, VectorAdd) {
+  REQUIRE_GPU();
+  std::string dir = FreshDir("vector_add");
+  Result r = Kprof(dir, {Bin("kernels/vector_add"), "1048576"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Run run = ReadInputs({dir});
+  const ProcessTrace& t = Only(run);
+  ExpectClean(t);
+  EXPECT_EQ(Count(t, RecordKind::Kernel), 1u);
+  EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "vector_add"), 1u);
+  EXPECT_EQ(CountCopies(t, CopyKind::HtoD, MemKind::Pageable, 4u << 20), 2u);
+  EXPECT_EQ(CountCopies(t, CopyKind::DtoH, MemKind::Pageable, 4u << 20), 1u);
+  EXPECT_EQ(Count(t, RecordKind::Memcpy), 3u);
+  EXPECT_EQ(CountNamed(t, RecordKind::RuntimeApi, "cudaDeviceSynchronize"), 1u);
+  EXPECT_EQ(CountSync(t, SyncKind::ContextSynchronize), 1u);
+  EXPECT_EQ(CountNamed(t, RecordKind::RuntimeApi, "cudaLaunchKernel"), 1u);
+  // Three 4 MiB buffers were allocated and freed.
+  EXPECT_EQ(Count(t, RecordKind::MemAlloc), 3u);
+  EXPECT_EQ(Count(t, RecordKind::MemFree), 3u);
+  Analysis a = Analyze(run);
+  EXPECT_EQ(a.summary.peak_memory_bytes, 3 * (4 << 20));
+  EXPECT_EQ(a.summary.kernels, 1u);
+  // Device properties reached the file.
+  EXPECT_NE(t.meta.count("device.0.name"), 0u);
+  EXPECT_NE(t.meta.at("device.0.sm_count"), "0");
+  EXPECT_NE(t.meta.count("cupti_version"), 0u);
+  EXPECT_NE(t.meta.count("driver_version"), 0u);
+}
+
+TEST(Gpu, KernelStormEveryKernelRecorded) {
+  REQUIRE_GPU();
+  std::string dir = FreshDir("storm");
+  Result r = Kprof(dir, {Bin("kernels/kernel_storm"), "200000"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Run run = ReadInputs({dir});
+  const ProcessTrace& t = Only(run);
+  ExpectClean(t);
+  EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "tiny_kernel"), 200000u);
+  EXPECT_EQ(CountNamed(t, RecordKind::RuntimeApi, "cudaLaunchKernel"), 200000u);
+}
+
+TEST(Gpu, MemcpyDirectionsAndHostMemory) {
+  REQUIRE_GPU();
+  std::string dir = FreshDir("memcpy");
+  const uint64_t bytes = 8u << 20;
+  Result r = Kprof(dir, {Bin("kernels/memcpy_kinds"), std::to_string(bytes)});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Run run = ReadInputs({dir});
+  const ProcessTrace& t = Only(run);
+  ExpectClean(t);
+  EXPECT_EQ(Count(t, RecordKind::Memcpy), 5u);
+  EXPECT_EQ(CountCopies(t, CopyKind::HtoD, MemKind::Pageable, bytes), 1u);
+  EXPECT_EQ(CountCopies(t, CopyKind::HtoD, MemKind::Pinned, bytes), 1u);
+  EXPECT_EQ(CountCopies(t, CopyKind::DtoH, MemKind::Pageable, bytes), 1u);
+  EXPECT_EQ(CountCopies(t, CopyKind::DtoH, MemKind::Pinned, bytes), 1u);
+  EXPECT_EQ(CountCopies(t, CopyKind::DtoD, MemKind::Device, bytes), 1u);
+  Analysis a = Analyze(run);
+  EXPECT_EQ(a.summary.memcpy_count[static_cast<int>(CopyKind::HtoD)], 2u);
+  EXPECT_EQ(a.summary.memcpy_bytes[static_cast<int>(CopyKind::DtoH)], 2 * bytes);
+}
+
+TEST(Gpu, Memsets) {
+  REQUIRE_GPU();
+  std::string dir = FreshDir("memset");
+  Result r = Kprof(dir, {Bin("kernels/memset")});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Run run = ReadInputs({dir});
+  const ProcessTrace& t = Only(run);
+  ExpectClean(t);
+  EXPECT_EQ(Count(t, RecordKind::Memset), 5u);
+  uint64_t total = 0;
+  for (const auto& rec : t.records) total += rec.Kind() == RecordKind::Memset ? rec.bytes : 0;
+  EXPECT_EQ(total, 17u << 20);
+}
+
+TEST(Gpu, SynchronizationKinds) {
+  REQUIRE_GPU();
+  std::string dir = FreshDir("sync");
+  Result r = Kprof(dir, {Bin("kernels/sync_kinds")});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Run run = ReadInputs({dir});
+  const ProcessTrace& t = Only(run);
+  ExpectClean(t);
+  EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "busy"), 14u);
+  EXPECT_EQ(CountSync(t, SyncKind::ContextSynchronize), 3u);
+  EXPECT_EQ(CountSync(t, SyncKind::StreamSynchronize), 5u);
+  EXPECT_EQ(CountSync(t, SyncKind::EventSynchronize), 5u);
+  EXPECT_EQ(CountSync(t, SyncKind::StreamWaitEvent), 2u);
+  Analysis a = Analyze(run);
+  EXPECT_EQ(a.summary.syncs, 15u);
+  // Each blocking wait follows a ~200 us kernel: the host really waited.
+  EXPECT_GT(a.summary.sync_ns, 13u * 100000u);
+}
+
+TEST(Gpu, NvtxNestedRangesTwoThreadsTwoStreams) {
+  REQUIRE_GPU();
+  std::string dir = FreshDir("nvtx");
+  Result r = Kprof(dir, {Bin("kernels/nvtx_threads"), "3"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Run run = ReadInputs({dir});
+  const ProcessTrace& t = Only(run);
+  ExpectClean(t);
+  for (int th = 0; th < 2; ++th) {
+    std::string p = "thread" + std::to_string(th);
+    EXPECT_EQ(CountNamed(t, RecordKind::MarkerStart, p + "/outer"), 3u);
+    EXPECT_EQ(CountNamed(t, RecordKind::MarkerStart, p + "/inner"), 3u);
+    EXPECT_EQ(CountNamed(t, RecordKind::MarkerStart, p + "/startend"), 1u);
+    EXPECT_EQ(CountNamed(t, RecordKind::MarkerInstant, p + "/mark"), 1u);
+  }
+  EXPECT_EQ(Count(t, RecordKind::MarkerEnd), 14u);
+  // Attribution: each kernel lands in its own thread's innermost range.
+  std::map<std::string, std::map<std::string, int>> by_range;  // innermost -> kernel -> count
+  std::map<std::string, std::string> parent;                   // innermost -> outer
+  std::map<std::string, std::set<uint32_t>> streams;
+  for (const Attributed& at : Attribute(run)) {
+    if (at.activity->Kind() != RecordKind::Kernel) continue;
+    std::string inner = at.ranges.empty() ? "(none)" : t.Name(*at.ranges.back());
+    by_range[inner][t.Name(*at.activity)]++;
+    if (at.ranges.size() >= 2) parent[inner] = t.Name(*at.ranges[at.ranges.size() - 2]);
+    streams[inner].insert(at.activity->tid);
+  }
+  for (int th = 0; th < 2; ++th) {
+    std::string p = "thread" + std::to_string(th);
+    std::string tag = "ILi" + std::to_string(th) + "E";  // template argument in the mangled name
+    ASSERT_EQ(by_range[p + "/inner"].size(), 1u);
+    EXPECT_NE(by_range[p + "/inner"].begin()->first.find("k_inner"), std::string::npos);
+    EXPECT_EQ(by_range[p + "/inner"].begin()->second, 6);
+    EXPECT_EQ(parent[p + "/inner"], p + "/outer");
+    ASSERT_EQ(by_range[p + "/outer"].size(), 1u);
+    EXPECT_NE(by_range[p + "/outer"].begin()->first.find("k_outer"), std::string::npos);
+    EXPECT_EQ(by_range[p + "/outer"].begin()->second, 3);
+    EXPECT_EQ(by_range[p + "/startend"].begin()->second, 1);
+    EXPECT_EQ(streams[p + "/inner"].size(), 1u);
+  }
+  EXPECT_NE(*streams["thread0/inner"].begin(), *streams["thread1/inner"].begin());
+}
+
+TEST(Gpu, GraphKernelsGoToTheGraphLaunch) {
+  REQUIRE_GPU();
+  std::string dir = FreshDir("graph");
+  Result r = Kprof(dir, {Bin("kernels/graph_launch"), "5"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Run run = ReadInputs({dir});
+  const ProcessTrace& t = Only(run);
+  ExpectClean(t);
+  EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "graph_k"), 20u);
+  EXPECT_EQ(CountNamed(t, RecordKind::RuntimeApi, "cudaGraphLaunch"), 5u);
+  size_t in_replay = 0;
+  for (const Attributed& at : Attribute(run)) {
+    if (at.activity->Kind() != RecordKind::Kernel) continue;
+    ASSERT_NE(at.api, nullptr);
+    EXPECT_EQ(t.Name(*at.api), "cudaGraphLaunch");
+    in_replay += !at.ranges.empty() && t.Name(*at.ranges.back()) == "replay";
+  }
+  EXPECT_EQ(in_replay, 20u);
+}
+
+TEST(Gpu, CrashKeepsPartialResultsAndExitStatus) {
+  REQUIRE_GPU();
+  for (const std::string how : {"abort", "segv"}) {
+    std::string dir = FreshDir("crash_" + how);
+    Result r = Kprof(dir, {Bin("kernels/crash"), how, "50"});
+    EXPECT_EQ(r.status, how == "abort" ? 134 : 139) << r.out;
+    Run run = ReadInputs({dir});
+    const ProcessTrace& t = Only(run);
+    EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "before_crash"), 50u) << how;
+  }
+}
+
+TEST(Gpu, SigintIsForwardedAndResultsWritten) {
+  REQUIRE_GPU();
+  std::string dir = FreshDir("sigint");
+  Result r = Run({Bin("kprof"), "run", "-o", dir, "--quiet", "--", Bin("kernels/kernel_storm"),
+                  "100000000"},
+                 SIGINT, 4000);
+  EXPECT_EQ(r.status, 130) << r.out;
+  Run run = ReadInputs({dir});
+  const ProcessTrace& t = Only(run);
+  EXPECT_GT(CountNamed(t, RecordKind::Kernel, "tiny_kernel"), 1000u);
+  EXPECT_TRUE(t.complete);
+  EXPECT_EQ(t.meta.at("exit_reason"), "signal 2");
+}
+
+TEST(Gpu, EveryRankWritesItsOwnFile) {
+  REQUIRE_GPU();
+  std::string dir = FreshDir("ranks");
+  Result r = Kprof(dir, {Python(), Src("tests/gpu/scripts/two_ranks.py"), Bin("kernels/vector_add")});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Run run = ReadInputs({dir});
+  ASSERT_EQ(run.processes.size(), 2u);
+  std::set<int> ranks;
+  for (const auto& p : run.processes) {
+    ranks.insert(p.rank);
+    EXPECT_EQ(CountNamed(p, RecordKind::Kernel, "vector_add"), 1u);
+    EXPECT_NE(p.source.find("rank" + std::to_string(p.rank)), std::string::npos);
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1}));
+}
+
+TEST(Gpu, PyTorchKernelsAndNvtxRanges) {
+  REQUIRE_GPU();
+  if (!HaveTorch()) GTEST_SKIP() << "PyTorch with CUDA not available";
+  std::string dir = FreshDir("torch");
+  Result r = Kprof(dir, {Python(), Src("tests/gpu/scripts/torch_nvtx.py")});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Run run = ReadInputs({dir});
+  const ProcessTrace& t = Only(run);
+  ExpectClean(t);
+  EXPECT_GT(Count(t, RecordKind::Kernel), 30u);
+  EXPECT_EQ(CountNamed(t, RecordKind::MarkerStart, "step"), 3u);
+  EXPECT_GT(CountNamed(t, RecordKind::MarkerStart, "aten::"), 30u);
+  // The NVTX ranges went through the libcupti PyTorch loaded (site-packages), not the toolkit's.
+  EXPECT_NE(t.meta.at("cupti_path").find("site-packages"), std::string::npos)
+      << t.meta.at("cupti_path");
+  size_t in_step = 0, in_aten = 0, kernels = 0;
+  for (const Attributed& at : Attribute(run)) {
+    if (at.activity->Kind() != RecordKind::Kernel) continue;
+    ++kernels;
+    bool step = false;
+    for (const Record* rr : at.ranges) step |= t.Name(*rr) == "step";
+    in_step += step;
+    in_aten += !at.ranges.empty() && t.Name(*at.ranges.back()).rfind("aten::", 0) == 0;
+  }
+  EXPECT_EQ(in_step, kernels);  // every kernel launched inside a step
+  EXPECT_GT(in_aten, kernels * 9 / 10);
+}
+
+TEST(Gpu, TorchProfilerInsideTheProgramIsDetected) {
+  REQUIRE_GPU();
+  if (!HaveTorch()) GTEST_SKIP() << "PyTorch with CUDA not available";
+  std::string dir = FreshDir("torch_profiler");
+  Result r = Run({Bin("kprof"), "run", "-o", dir, "--", Python(),
+                  Src("tests/gpu/scripts/torch_profiler_inside.py")});
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("displaced"), std::string::npos) << r.out;
+}
