@@ -1,0 +1,93 @@
+// ReadInputs: what `kprof report`/`diff`/`check` accept — kprof run files, run directories and
+// Chrome trace JSON (plain or gzip), detected from the content, never from the file name.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "kprof/trace.h"
+
+namespace kprof {
+namespace {
+
+namespace fs = std::filesystem;
+
+enum class Content { Empty, Kprof, Gzip, Json, Unknown };
+
+Content Sniff(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw InputError(path + ": " + std::strerror(errno));
+  unsigned char buf[64];
+  size_t n = std::fread(buf, 1, sizeof buf, f);
+  std::fclose(f);
+  if (n == 0) return Content::Empty;
+  if (n >= 8 && std::memcmp(buf, kFileMagic, 8) == 0) return Content::Kprof;
+  if (n >= 2 && buf[0] == 0x1f && buf[1] == 0x8b) return Content::Gzip;
+  size_t i = 0;
+  if (n >= 3 && buf[0] == 0xEF && buf[1] == 0xBB && buf[2] == 0xBF) i = 3;  // UTF-8 BOM
+  while (i < n && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t')) ++i;
+  if (i < n && (buf[i] == '{' || buf[i] == '[')) return Content::Json;
+  return Content::Unknown;
+}
+
+void AddFile(Run& run, const std::string& path, bool show_progress) {
+  switch (Sniff(path)) {
+    case Content::Empty:
+      throw InputError(path + ": empty file");
+    case Content::Kprof:
+      run.processes.push_back(ReadRunFile(path));
+      return;
+    case Content::Gzip:
+    case Content::Json: {
+      ChromeReadOptions opts;
+      opts.show_progress = show_progress;
+      Run r = ReadChromeTrace(path, opts);
+      for (auto& p : r.processes) run.processes.push_back(std::move(p));
+      return;
+    }
+    case Content::Unknown:
+      throw InputError(path + ": not a kprof run file or Chrome trace JSON");
+  }
+}
+
+}  // namespace
+
+Run ReadInputs(const std::vector<std::string>& paths) {
+  Run run;
+  if (paths.empty()) throw InputError("no input files given");
+  const bool progress = ::isatty(2) != 0;
+  for (const auto& path : paths) {
+    std::error_code ec;
+    auto st = fs::status(path, ec);
+    if (ec || !fs::exists(st)) throw InputError(path + ": no such file or directory");
+    if (!fs::is_directory(st)) {
+      AddFile(run, path, progress);
+      continue;
+    }
+    std::vector<std::string> files, reps;
+    for (const auto& e : fs::directory_iterator(path, ec)) {
+      const auto name = e.path().filename().string();
+      if (e.is_regular_file() && e.path().extension() == ".kprof") files.push_back(e.path());
+      if (e.is_directory() && name.rfind("rep", 0) == 0) reps.push_back(name);
+    }
+    if (ec) throw InputError(path + ": " + ec.message());
+    if (files.empty()) {
+      if (!reps.empty())
+        throw InputError(path + ": holds " + std::to_string(reps.size()) +
+                         " repeated runs (rep1...); name one, e.g. " + path +
+                         "/rep1, or compare "
+                         "them with kprof diff");
+      throw InputError(path + ": no kprof run files (*.kprof) in this directory");
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) AddFile(run, f, progress);
+  }
+  return run;
+}
+
+}  // namespace kprof

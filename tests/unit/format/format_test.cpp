@@ -1,0 +1,289 @@
+// The kprof run file: round trip, string table, and rejection of damaged or foreign files.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "kprof/trace.h"
+#include "test_util.h"
+
+namespace kprof {
+namespace {
+
+using test::TempDir;
+
+ProcessTrace Sample() {
+  test::TraceBuilder b(4242);
+  b.t.rank = 3;
+  b.t.meta["rank"] = "3";
+  b.t.meta["hostname"] = "node\"1\\";
+  b.Range(11, "outer", 1000, 90000);
+  b.Launch(11, 2000, "_Z6vecAddPfS_S_i", 5000, 9000);
+  b.Launch(11, 3000, "kernel\xff\x01", 9000, 12000, 9);
+  Record& m = b.Add(RecordKind::Memcpy, "", 13000, 15000);
+  m.flags = static_cast<uint8_t>(CopyKind::HtoD);
+  m.bytes = 1 << 20;
+  m.a = static_cast<uint32_t>(MemKind::Pageable);
+  b.t.stats.records_written = 7;
+  b.t.stats.dropped_records = 2;
+  b.t.stats.write_errors = 9;
+  return b.t;
+}
+
+void ExpectSameRecords(const ProcessTrace& a, const ProcessTrace& b) {
+  ASSERT_EQ(a.records.size(), b.records.size());
+  for (size_t i = 0; i < a.records.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&a.records[i], &b.records[i], sizeof(Record)), 0) << "record " << i;
+    EXPECT_EQ(a.Name(a.records[i]), b.Name(b.records[i])) << "record " << i;
+  }
+}
+
+TEST(Format, RoundTrip) {
+  TempDir d;
+  ProcessTrace in = Sample();
+  WriteRunFile(d / "a.kprof", in);
+  ProcessTrace out = ReadRunFile(d / "a.kprof");
+  ExpectSameRecords(in, out);
+  EXPECT_EQ(out.pid, 4242u);
+  EXPECT_EQ(out.rank, 3);
+  EXPECT_EQ(out.meta.at("hostname"), "node\"1\\");
+  EXPECT_EQ(out.stats.records_written, 7u);
+  EXPECT_EQ(out.stats.dropped_records, 2u);
+  EXPECT_EQ(out.stats.write_errors, 9u);
+  EXPECT_TRUE(out.complete);
+  EXPECT_EQ(out.source, d / "a.kprof");
+  EXPECT_EQ(out.Label(), "rank 3 (pid 4242)");
+}
+
+TEST(Format, StreamingWriterBlocksAndLatestStatsWin) {
+  TempDir d;
+  FileWriter w;
+  ASSERT_TRUE(w.Open(d / "s.kprof"));
+  w.WriteMeta({{"pid", "7"}, {"exit_reason", "running"}});
+  std::vector<Record> recs;
+  for (uint32_t i = 0; i < 5000; ++i) {
+    if (i % 1000 == 0) w.WriteStrings({{i / 1000 + 1, "k" + std::to_string(i / 1000)}});
+    Record r;
+    r.kind = static_cast<uint8_t>(RecordKind::Kernel);
+    r.name = i / 1000 + 1;
+    r.start_ns = i * 10;
+    r.end_ns = i * 10 + 5;
+    recs.push_back(r);
+    if (recs.size() == 700) {
+      w.WriteRecords(recs.data(), recs.size());
+      recs.clear();
+    }
+  }
+  w.WriteRecords(recs.data(), recs.size());
+  CollectionStats s;
+  s.records_written = 1;
+  w.WriteStats(s);
+  s.records_written = 5000;
+  w.WriteStats(s);
+  w.WriteMeta({{"exit_reason", "exit"}});
+  w.Close();
+  EXPECT_EQ(w.errors(), 0u);
+  ProcessTrace t = ReadRunFile(d / "s.kprof");
+  ASSERT_EQ(t.records.size(), 5000u);
+  EXPECT_EQ(t.Name(t.records[4999]), "k4");
+  EXPECT_EQ(t.stats.records_written, 5000u);
+  EXPECT_EQ(t.meta.at("exit_reason"), "exit");
+  EXPECT_EQ(t.pid, 7u);
+  EXPECT_TRUE(t.complete);
+  EXPECT_EQ(w.bytes_written(), std::filesystem::file_size(d / "s.kprof"));
+}
+
+TEST(Format, FileWithoutEndBlockIsIncompleteButReadable) {
+  TempDir d;
+  ProcessTrace in = Sample();
+  in.complete = false;  // WriteRunFile then omits the End block, like a killed process
+  WriteRunFile(d / "a.kprof", in);
+  ProcessTrace out = ReadRunFile(d / "a.kprof");
+  EXPECT_FALSE(out.complete);
+  ExpectSameRecords(in, out);
+}
+
+TEST(Format, TruncationAtEveryOffsetIsRejectedOrReadsAsIncomplete) {
+  TempDir d;
+  WriteRunFile(d / "a.kprof", Sample());
+  const std::string bytes = test::ReadAll(d / "a.kprof");
+  const size_t full = Sample().records.size();
+  // Block boundaries: a file cut exactly there is a clean prefix (a process that died).
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    test::WriteAll(d / "t.kprof", bytes.substr(0, cut));
+    try {
+      ProcessTrace t = ReadRunFile(d / "t.kprof");
+      EXPECT_FALSE(t.complete) << "cut at " << cut;
+      EXPECT_LE(t.records.size(), full);
+    } catch (const InputError& e) {
+      std::string what = e.what();
+      EXPECT_EQ(what.rfind(d / "t.kprof" + ": ", 0), 0u) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos);
+      EXPECT_TRUE(what.find("truncated") != std::string::npos ||
+                  what.find("empty") != std::string::npos ||
+                  what.find("bad magic") != std::string::npos)
+          << "cut at " << cut << ": " << what;
+    }
+  }
+}
+
+TEST(Format, EveryFlippedByteIsDetected) {
+  TempDir d;
+  WriteRunFile(d / "a.kprof", Sample());
+  const std::string bytes = test::ReadAll(d / "a.kprof");
+  size_t detected = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::string bad = bytes;
+    bad[i] = static_cast<char>(bad[i] ^ 0x5A);
+    test::WriteAll(d / "c.kprof", bad);
+    try {
+      ReadRunFile(d / "c.kprof");
+    } catch (const InputError& e) {
+      ++detected;
+      EXPECT_EQ(std::string(e.what()).rfind(d / "c.kprof", 0), 0u);
+    }
+  }
+  // Only the reserved bytes of the file header (12..15) and the minor version (10..11) may
+  // change without being an error; everything else is covered by magic, version or checksums.
+  EXPECT_EQ(detected, bytes.size() - 6);
+}
+
+TEST(Format, ForeignAndNewerFilesRejected) {
+  TempDir d;
+  test::WriteAll(d / "f.kprof", "PK\x03\x04 this is a zip file");
+  EXPECT_THROW(
+      {
+        try {
+          ReadRunFile(d / "f.kprof");
+        } catch (const InputError& e) {
+          EXPECT_STREQ(e.what(), (d / "f.kprof" + ": not a kprof run file (bad magic)").c_str());
+          throw;
+        }
+      },
+      InputError);
+  std::string hdr(kFileMagic, 8);
+  hdr += std::string("\x02\x00\x00\x00\x00\x00\x00\x00", 8);
+  test::WriteAll(d / "n.kprof", hdr);
+  try {
+    ReadRunFile(d / "n.kprof");
+    FAIL() << "newer major version accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("format version 2.0 is not supported"), std::string::npos);
+  }
+  test::WriteAll(d / "e.kprof", "");
+  EXPECT_THROW(ReadRunFile(d / "e.kprof"), InputError);
+  EXPECT_THROW(ReadRunFile(d / "missing.kprof"), InputError);
+  EXPECT_THROW(ReadRunFile(d.path()), InputError);
+}
+
+TEST(Format, RandomGarbageAfterHeaderNeverCrashes) {
+  TempDir d;
+  std::mt19937 rng(1234);
+  for (int i = 0; i < 300; ++i) {
+    std::string s(kFileMagic, 8);
+    s += std::string("\x01\x00\x00\x00\x00\x00\x00\x00", 8);
+    size_t n = rng() % 200;
+    for (size_t k = 0; k < n; ++k) s += static_cast<char>(rng());
+    test::WriteAll(d / "g.kprof", s);
+    try {
+      ReadRunFile(d / "g.kprof");
+    } catch (const InputError&) {
+    }
+  }
+}
+
+TEST(Format, BlockClaimingHugePayloadIsRejectedWithoutAllocating) {
+  TempDir d;
+  std::string s(kFileMagic, 8);
+  s += std::string("\x01\x00\x00\x00\x00\x00\x00\x00", 8);
+  uint32_t h[4] = {2, 0x7fffffff, 0xffffffff, 0};
+  s.append(reinterpret_cast<const char*>(h), sizeof h);
+  test::WriteAll(d / "h.kprof", s);
+  try {
+    ReadRunFile(d / "h.kprof");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("corrupted"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Format, RecordNamingUndefinedStringRejected) {
+  TempDir d;
+  ProcessTrace t;
+  t.complete = true;
+  Record r;
+  r.kind = static_cast<uint8_t>(RecordKind::Kernel);
+  r.name = 5;  // never defined
+  t.records.push_back(r);
+  WriteRunFile(d / "u.kprof", t);
+  try {
+    ReadRunFile(d / "u.kprof");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("undefined string id 5"), std::string::npos);
+  }
+}
+
+TEST(StringTable, InternAndSet) {
+  StringTable s;
+  EXPECT_EQ(s.Intern(""), 0u);
+  uint32_t a = s.Intern("alpha");
+  EXPECT_EQ(s.Intern("alpha"), a);
+  uint32_t b = s.Intern("beta");
+  EXPECT_NE(a, b);
+  EXPECT_EQ(s.Get(a), "alpha");
+  EXPECT_EQ(s.Get(999), "");
+  EXPECT_FALSE(s.Has(999));
+  StringTable r;
+  r.Set(3, "three");
+  EXPECT_TRUE(r.Has(3));
+  EXPECT_FALSE(r.Has(2));
+  EXPECT_EQ(r.Get(3), "three");
+  EXPECT_THROW(r.Set(3, "again"), InputError);
+  EXPECT_THROW(r.Set(0, "zero"), InputError);
+  EXPECT_EQ(r.Intern("three"), 3u);
+}
+
+TEST(Crc32c, KnownValues) {
+  // RFC 3720 (iSCSI) test vectors for CRC-32C.
+  std::string zeros(32, '\0'), ones(32, '\xff');
+  EXPECT_EQ(Crc32c(zeros.data(), 32), 0x8A9136AAu);
+  EXPECT_EQ(Crc32c(ones.data(), 32), 0x62A8AB43u);
+  EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);
+  // Incremental equals one-shot.
+  EXPECT_EQ(Crc32c("6789", 4, Crc32c("12345", 5)), 0xE3069283u);
+}
+
+TEST(Inputs, DirectoryFilesAndErrors) {
+  TempDir d;
+  EXPECT_THROW(ReadInputs({d.path()}), InputError);  // no .kprof files
+  ProcessTrace a = Sample();
+  WriteRunFile(d / "kprof.1.kprof", a);
+  a.pid = 2;
+  a.meta["pid"] = "2";
+  WriteRunFile(d / "kprof.2.kprof", a);
+  kprof::Run run = ReadInputs({d.path()});
+  ASSERT_EQ(run.processes.size(), 2u);
+  EXPECT_EQ(run.processes[0].pid, 4242u);
+  EXPECT_EQ(run.processes[1].pid, 2u);
+  test::WriteAll(d / "x.txt", "hello");
+  try {
+    ReadInputs({d / "x.txt"});
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), d / "x.txt" + ": not a kprof run file or Chrome trace JSON");
+  }
+  EXPECT_THROW(ReadInputs({d / "nope"}), InputError);
+  EXPECT_THROW(ReadInputs({}), InputError);
+  TempDir reps;
+  std::filesystem::create_directories(reps / "rep1");
+  try {
+    ReadInputs({reps.path()});
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("repeated runs"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace kprof
