@@ -33,8 +33,8 @@ const char* GroupByName(GroupBy by);
 /// A kernel (by name) inside a group, or at top level in the Kernel view.
 struct KernelRow {
   std::string name;
-  Stat stat;           ///< durations of each execution
-  double share = 0;    ///< total_ns / GPU busy time of the run (0..1, may exceed 1 with overlap)
+  Stat stat;         ///< durations of each execution
+  double share = 0;  ///< total_ns / GPU busy time of the run (0..1, may exceed 1 with overlap)
   // Launch configuration of the most frequent launch (for hints): grid/block/regs/smem.
   Dim3 grid, block;
   uint32_t registers = 0;
@@ -46,17 +46,17 @@ struct KernelRow {
 /// ("step/forward/linear"), a stream ("dev 0 stream 7"), a device ("dev 0 NVIDIA H100"),
 /// or, in the kernel view, a kernel.
 struct GroupRow {
-  std::string key;               ///< op name, path, stream label, device label or kernel name
-  uint64_t calls = 0;            ///< range occurrences (op/path), launches (kernel), activities
-  uint64_t gpu_ns = 0;           ///< sum of durations of attributed GPU activities
-  uint64_t gpu_projected_ns = 0; ///< length of the union of their intervals
-  uint64_t cpu_ns = 0;           ///< total duration of the range itself on its CPU thread
-  uint64_t kernels = 0;          ///< kernel executions attributed
+  std::string key;                ///< op name, path, stream label, device label or kernel name
+  uint64_t calls = 0;             ///< range occurrences (op/path), launches (kernel), activities
+  uint64_t gpu_ns = 0;            ///< sum of durations of attributed GPU activities
+  uint64_t gpu_projected_ns = 0;  ///< length of the union of their intervals
+  uint64_t cpu_ns = 0;            ///< total duration of the range itself on its CPU thread
+  uint64_t kernels = 0;           ///< kernel executions attributed
   uint64_t memcpys = 0;
   uint64_t memsets = 0;
-  uint64_t bytes = 0;            ///< bytes moved by attributed memcpy + memset
-  double share = 0;              ///< gpu_ns / GPU busy time of the run
-  int64_t mem_delta_bytes = 0;   ///< device memory allocated minus freed inside the range
+  uint64_t bytes = 0;                  ///< bytes moved by attributed memcpy + memset
+  double share = 0;                    ///< gpu_ns / GPU busy time of the run
+  int64_t mem_delta_bytes = 0;         ///< device memory allocated minus freed inside the range
   std::vector<KernelRow> kernel_rows;  ///< kernels beneath (Op/RangePath views), by total desc
 };
 
@@ -94,26 +94,26 @@ struct MemPoint {
 /// Run-level totals. Times are over all processes unless noted.
 struct RunSummary {
   uint64_t start_ns = 0, end_ns = 0;
-  uint64_t wall_ns = 0;        ///< last record end - first record start
-  uint64_t gpu_busy_ns = 0;    ///< union of all GPU activity intervals (all devices)
-  uint64_t gpu_idle_ns = 0;    ///< wall_ns - gpu_busy_ns (within the GPU window)
-  double utilisation = 0;      ///< gpu_busy_ns / wall_ns
-  uint64_t kernel_ns = 0;      ///< sum of kernel durations
+  uint64_t wall_ns = 0;      ///< last record end - first record start
+  uint64_t gpu_busy_ns = 0;  ///< union of all GPU activity intervals (all devices)
+  uint64_t gpu_idle_ns = 0;  ///< wall_ns - gpu_busy_ns (within the GPU window)
+  double utilisation = 0;    ///< gpu_busy_ns / wall_ns
+  uint64_t kernel_ns = 0;    ///< sum of kernel durations
   uint64_t kernels = 0;
   uint64_t memcpys = 0;
   uint64_t memcpy_ns = 0;
-  uint64_t memcpy_bytes[6] = {};   ///< indexed by CopyKind
-  uint64_t memcpy_count[6] = {};   ///< indexed by CopyKind
+  uint64_t memcpy_bytes[6] = {};  ///< indexed by CopyKind
+  uint64_t memcpy_count[6] = {};  ///< indexed by CopyKind
   uint64_t memsets = 0;
   uint64_t memset_bytes = 0;
   uint64_t syncs = 0;
-  uint64_t sync_ns = 0;            ///< host time blocked in Sync records
+  uint64_t sync_ns = 0;  ///< host time blocked in Sync records
   uint64_t api_calls = 0;
-  uint64_t api_ns = 0;             ///< time in runtime + driver API calls (outermost only)
-  uint64_t launches = 0;           ///< kernel launch API calls
-  double launch_rate_per_s = 0;    ///< launches / wall
+  uint64_t api_ns = 0;                   ///< time in runtime + driver API calls (outermost only)
+  uint64_t launches = 0;                 ///< kernel launch API calls
+  double launch_rate_per_s = 0;          ///< launches / wall
   uint64_t copy_compute_overlap_ns = 0;  ///< time where a copy and a kernel ran concurrently
-  int64_t peak_memory_bytes = 0;   ///< peak device memory in use (sum over devices)
+  int64_t peak_memory_bytes = 0;         ///< peak device memory in use (sum over devices)
   uint64_t allocs = 0, frees = 0;
   uint64_t nvtx_ranges = 0;
   uint64_t dropped_records = 0;
@@ -136,8 +136,9 @@ struct ProcessSummary {
 
 struct AnalysisOptions {
   GroupBy by = GroupBy::Op;
-  std::string filter;   ///< ECMAScript regex on row keys (kernel names in the kernel view); empty = all
-  size_t top = 0;       ///< 0 = all rows
+  std::string
+      filter;      ///< ECMAScript regex on row keys (kernel names in the kernel view); empty = all
+  size_t top = 0;  ///< 0 = all rows
   enum class Sort { Gpu, Calls, Cpu, Name } sort = Sort::Gpu;
   bool timeline = false;  ///< fill Analysis::memory_timeline
 };
@@ -148,20 +149,21 @@ struct Hint;  // kprof/hints.h
 struct Analysis {
   GroupBy by = GroupBy::Op;
   RunSummary summary;
-  std::vector<GroupRow> rows;         ///< the requested view, sorted, filtered, top-N applied
-  std::vector<KernelRow> kernels;     ///< all kernels by total GPU time (not truncated)
-  std::vector<RangeRow> ranges;       ///< NVTX ranges by name
+  std::vector<GroupRow> rows;      ///< the requested view, sorted, filtered, top-N applied
+  std::vector<GroupRow> ops;       ///< the full op view (all ops, by GPU time), for diff/hints
+  std::vector<KernelRow> kernels;  ///< all kernels by total GPU time (not truncated)
+  std::vector<RangeRow> ranges;    ///< NVTX ranges by name
   std::vector<ProcessSummary> processes;
   std::vector<MemPoint> memory_timeline;
-  uint64_t unattributed_gpu_ns = 0;   ///< GPU time launched outside any range ("(no range)")
+  uint64_t unattributed_gpu_ns = 0;  ///< GPU time launched outside any range ("(no range)")
 };
 
 /// One GPU activity with what it was attributed to (exposed for hints, diff and tests).
 struct Attributed {
   const ProcessTrace* process = nullptr;
-  const Record* activity = nullptr;  ///< Kernel / Memcpy / Memset
-  const Record* api = nullptr;       ///< launching API record, null if not found
-  std::vector<const Record*> ranges; ///< open ranges at launch, outermost first (may be empty)
+  const Record* activity = nullptr;   ///< Kernel / Memcpy / Memset
+  const Record* api = nullptr;        ///< launching API record, null if not found
+  std::vector<const Record*> ranges;  ///< open ranges at launch, outermost first (may be empty)
 };
 
 /// Attributes every GPU activity of `run` (order: by process, then activity start time).

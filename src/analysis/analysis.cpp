@@ -1,0 +1,539 @@
+// Views and run-level totals over attributed activities. See analysis.h for the definitions.
+#include "kprof/analysis.h"
+
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <regex>
+#include <unordered_map>
+
+#include "analysis/ranges.h"
+
+namespace kprof {
+namespace {
+
+using Interval = std::pair<uint64_t, uint64_t>;
+
+bool IsActivity(RecordKind k) {
+  return k == RecordKind::Kernel || k == RecordKind::Memcpy || k == RecordKind::Memset;
+}
+
+/// Merged (sorted, disjoint) form of a list of intervals.
+std::vector<Interval> Merge(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<Interval> out;
+  for (const auto& iv : v) {
+    if (iv.second <= iv.first) continue;
+    if (!out.empty() && iv.first <= out.back().second)
+      out.back().second = std::max(out.back().second, iv.second);
+    else
+      out.push_back(iv);
+  }
+  return out;
+}
+
+uint64_t Length(const std::vector<Interval>& merged) {
+  uint64_t n = 0;
+  for (const auto& iv : merged) n += iv.second - iv.first;
+  return n;
+}
+
+uint64_t IntersectionLength(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  uint64_t n = 0;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    uint64_t lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
+    if (hi > lo) n += hi - lo;
+    (a[i].second < b[j].second) ? ++i : ++j;
+  }
+  return n;
+}
+
+/// Demangled display names, computed once per (process, string id).
+class Demangler {
+ public:
+  const std::string& Get(const ProcessTrace& p, uint32_t id) {
+    auto key = std::make_pair(&p, id);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    const std::string& raw = p.strings.Get(id);
+    std::string name = raw;
+    if (raw.rfind("_Z", 0) == 0) {
+      int status = 0;
+      char* d = abi::__cxa_demangle(raw.c_str(), nullptr, nullptr, &status);
+      if (status == 0 && d) name = d;
+      std::free(d);
+    }
+    if (name.empty()) name = "(unnamed)";
+    return cache_.emplace(key, std::move(name)).first->second;
+  }
+
+ private:
+  struct Hash {
+    size_t operator()(const std::pair<const ProcessTrace*, uint32_t>& k) const {
+      return std::hash<const void*>()(k.first) * 31 + k.second;
+    }
+  };
+  std::unordered_map<std::pair<const ProcessTrace*, uint32_t>, std::string, Hash> cache_;
+};
+
+/// Accumulates kernels of one name.
+struct KernelAcc {
+  std::vector<uint64_t> durations;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>, uint64_t>
+      configs;  // (grid a,b,c, block d,e, smem f) -> launches
+  uint64_t max_blocks = 0;
+
+  void Add(const Record& r) {
+    durations.push_back(r.DurationNs());
+    ++configs[{r.a, r.b, r.c, r.d, r.e, r.f}];
+    max_blocks = std::max<uint64_t>(max_blocks, uint64_t{r.a} * r.b * r.c);
+  }
+  KernelRow Row(const std::string& name, uint64_t busy) {
+    KernelRow k;
+    k.name = name;
+    k.stat = MakeStat(durations);
+    k.share = busy ? static_cast<double>(k.stat.total_ns) / static_cast<double>(busy) : 0;
+    auto best = std::max_element(configs.begin(), configs.end(),
+                                 [](const auto& x, const auto& y) { return x.second < y.second; });
+    if (best != configs.end()) {
+      Record r;
+      std::tie(r.a, r.b, r.c, r.d, r.e, r.f) = best->first;
+      k.grid = KernelGrid(r);
+      k.block = KernelBlock(r);
+      k.registers = KernelRegisters(r);
+      k.shared_mem = KernelSharedMem(r);
+    }
+    k.max_blocks = max_blocks;
+    return k;
+  }
+};
+
+/// Accumulates one group (op, path, stream, device, kernel).
+struct GroupAcc {
+  uint64_t calls = 0, gpu_ns = 0, cpu_ns = 0, kernels = 0, memcpys = 0, memsets = 0, bytes = 0;
+  int64_t mem_delta = 0;
+  std::vector<Interval> intervals;
+  std::map<std::string, KernelAcc> kernels_beneath;
+  bool with_kernels = true;
+
+  void AddActivity(const Record& r, const std::string& kernel_name) {
+    gpu_ns += r.DurationNs();
+    intervals.emplace_back(r.start_ns, r.end_ns);
+    switch (r.Kind()) {
+      case RecordKind::Kernel:
+        ++kernels;
+        if (with_kernels) kernels_beneath[kernel_name].Add(r);
+        break;
+      case RecordKind::Memcpy:
+        ++memcpys;
+        bytes += r.bytes;
+        break;
+      case RecordKind::Memset:
+        ++memsets;
+        bytes += r.bytes;
+        break;
+      default:
+        break;
+    }
+  }
+  GroupRow Row(const std::string& key, uint64_t busy) {
+    GroupRow g;
+    g.key = key;
+    g.calls = calls;
+    g.gpu_ns = gpu_ns;
+    auto merged = Merge(std::move(intervals));
+    g.gpu_projected_ns = Length(merged);
+    g.cpu_ns = cpu_ns;
+    g.kernels = kernels;
+    g.memcpys = memcpys;
+    g.memsets = memsets;
+    g.bytes = bytes;
+    g.share = busy ? static_cast<double>(gpu_ns) / static_cast<double>(busy) : 0;
+    g.mem_delta_bytes = mem_delta;
+    for (auto& [name, acc] : kernels_beneath) g.kernel_rows.push_back(acc.Row(name, busy));
+    std::sort(g.kernel_rows.begin(), g.kernel_rows.end(), [](const auto& x, const auto& y) {
+      return x.stat.total_ns != y.stat.total_ns ? x.stat.total_ns > y.stat.total_ns
+                                                : x.name < y.name;
+    });
+    return g;
+  }
+};
+
+const char* kNoRange = "(no range)";
+
+std::string StreamKey(uint16_t dev, uint32_t stream) {
+  return "dev " + std::to_string(dev) + " stream " + std::to_string(stream);
+}
+
+uint64_t MetaU64(const ProcessTrace& p, const std::string& key) {
+  auto it = p.meta.find(key);
+  return it == p.meta.end() ? 0 : std::strtoull(it->second.c_str(), nullptr, 10);
+}
+
+void SortRows(std::vector<GroupRow>& rows, AnalysisOptions::Sort sort) {
+  std::sort(rows.begin(), rows.end(), [sort](const GroupRow& x, const GroupRow& y) {
+    switch (sort) {
+      case AnalysisOptions::Sort::Calls:
+        if (x.calls != y.calls) return x.calls > y.calls;
+        break;
+      case AnalysisOptions::Sort::Cpu:
+        if (x.cpu_ns != y.cpu_ns) return x.cpu_ns > y.cpu_ns;
+        break;
+      case AnalysisOptions::Sort::Name:
+        return x.key < y.key;
+      case AnalysisOptions::Sort::Gpu:
+        break;
+    }
+    if (x.gpu_ns != y.gpu_ns) return x.gpu_ns > y.gpu_ns;
+    return x.key < y.key;
+  });
+}
+
+}  // namespace
+
+Stat MakeStat(std::vector<uint64_t>& d) {
+  Stat s;
+  if (d.empty()) return s;
+  std::sort(d.begin(), d.end());
+  s.count = d.size();
+  for (uint64_t v : d) s.total_ns += v;
+  s.mean_ns = s.total_ns / s.count;
+  s.min_ns = d.front();
+  s.max_ns = d.back();
+  s.median_ns = d[(d.size() - 1) / 2];
+  // Nearest rank: the smallest value with at least 95% of the values at or below it.
+  size_t rank = static_cast<size_t>(std::ceil(0.95 * static_cast<double>(d.size())));
+  s.p95_ns = d[std::max<size_t>(rank, 1) - 1];
+  return s;
+}
+
+std::optional<GroupBy> ParseGroupBy(const std::string& s) {
+  if (s == "kernel") return GroupBy::Kernel;
+  if (s == "op") return GroupBy::Op;
+  if (s == "range-path") return GroupBy::RangePath;
+  if (s == "stream") return GroupBy::Stream;
+  if (s == "device") return GroupBy::Device;
+  return std::nullopt;
+}
+
+const char* GroupByName(GroupBy by) {
+  switch (by) {
+    case GroupBy::Kernel:
+      return "kernel";
+    case GroupBy::Op:
+      return "op";
+    case GroupBy::RangePath:
+      return "range-path";
+    case GroupBy::Stream:
+      return "stream";
+    case GroupBy::Device:
+      return "device";
+  }
+  return "op";
+}
+
+uint64_t UnionLength(std::vector<std::pair<uint64_t, uint64_t>>& intervals) {
+  return Length(Merge(intervals));
+}
+
+Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
+  Analysis an;
+  an.by = opts.by;
+  RunSummary& S = an.summary;
+  std::optional<std::regex> filter;
+  if (!opts.filter.empty()) {
+    try {
+      filter.emplace(opts.filter, std::regex::ECMAScript);
+    } catch (const std::regex_error&) {
+      throw InputError("--filter '" + opts.filter + "': invalid regular expression");
+    }
+  }
+
+  Demangler names;
+  std::vector<Interval> gpu, kernel_iv, copy_iv;
+  std::map<std::pair<uint16_t, uint32_t>, std::pair<std::vector<Interval>, uint64_t>> streams;
+  std::map<std::string, KernelAcc> kernels;
+  std::map<std::string, GroupAcc> ops, paths, view_stream, view_device;
+  std::map<std::pair<std::string, std::string>, std::pair<std::vector<uint64_t>, uint32_t>> ranges;
+  struct MemEvent {
+    uint64_t t;
+    uint16_t dev;
+    int64_t delta;
+  };
+  std::vector<MemEvent> mem;
+  uint64_t first = UINT64_MAX, last = 0;
+  std::vector<int> open;
+
+  for (const ProcessTrace& p : run.processes) {
+    detail::ProcessIndex ix = detail::BuildIndex(p);
+    ProcessSummary ps;
+    ps.pid = p.pid;
+    ps.rank = p.rank;
+    ps.source = p.source;
+    ps.complete = p.complete;
+    uint64_t pfirst = UINT64_MAX, plast = 0;
+    std::vector<Interval> pgpu;
+    ++S.processes;
+    if (!p.complete) ++S.incomplete_processes;
+    S.dropped_records += p.stats.dropped_records;
+    S.missing_timestamps += p.stats.missing_timestamps;
+
+    // Per-thread API intervals for "time in API calls" (outermost only: union per thread).
+    std::map<uint32_t, std::vector<Interval>> api_by_thread;
+    std::unordered_map<const Record*, bool> launch_apis;
+
+    // Ranges: calls and CPU time by name, path and op (innermost name).
+    std::vector<std::string> path_of(ix.ranges.size());
+    for (size_t i = 0; i < ix.ranges.size(); ++i) {
+      const auto& r = ix.ranges[i];
+      const std::string& name = p.Name(*r.start);
+      uint64_t dur = r.end_ns - r.begin_ns;
+      auto& rr = ranges[{name, p.strings.Get(r.start->b)}];
+      rr.first.push_back(dur);
+      rr.second = std::max(rr.second, r.depth);
+      auto& op = ops[name];
+      ++op.calls;
+      op.cpu_ns += dur;
+      path_of[i] = r.parent >= 0 ? path_of[static_cast<size_t>(r.parent)] + "/" + name : name;
+      auto& pa = paths[path_of[i]];
+      ++pa.calls;
+      pa.cpu_ns += dur;
+      ++S.nvtx_ranges;
+    }
+
+    for (const Record& r : p.records) {
+      auto k = r.Kind();
+      if (k == RecordKind::Invalid) continue;
+      uint64_t s = r.start_ns, e = std::max(r.start_ns, r.end_ns);
+      if (s) {
+        pfirst = std::min(pfirst, s);
+        plast = std::max(plast, e);
+      }
+      switch (k) {
+        case RecordKind::Sync:
+          ++S.syncs;
+          S.sync_ns += r.DurationNs();
+          break;
+        case RecordKind::RuntimeApi:
+        case RecordKind::DriverApi:
+          ++S.api_calls;
+          api_by_thread[r.tid].emplace_back(s, e);
+          break;
+        case RecordKind::MemAlloc:
+        case RecordKind::MemFree: {
+          bool alloc = k == RecordKind::MemAlloc;
+          alloc ? ++S.allocs : ++S.frees;
+          int64_t delta = alloc ? static_cast<int64_t>(r.bytes) : -static_cast<int64_t>(r.bytes);
+          mem.push_back({r.start_ns, r.device, delta});
+          // Memory change per op: the op open on the thread of the allocating API call.
+          auto it = ix.api_by_correlation.find(r.correlation);
+          if (r.correlation && it != ix.api_by_correlation.end()) {
+            ix.OpenAt(it->second->tid, it->second->start_ns, open);
+            ops[open.empty() ? kNoRange
+                             : p.Name(*ix.ranges[static_cast<size_t>(open.back())].start)]
+                .mem_delta += delta;
+            if (!open.empty()) paths[path_of[static_cast<size_t>(open.back())]].mem_delta += delta;
+          }
+          break;
+        }
+        case RecordKind::Overhead:
+          S.overhead_ns += r.DurationNs();
+          break;
+        default:
+          break;
+      }
+      if (!IsActivity(k)) continue;
+
+      // GPU activity.
+      gpu.emplace_back(s, e);
+      pgpu.emplace_back(s, e);
+      auto& st = streams[{r.device, r.tid}];
+      st.first.emplace_back(s, e);
+      ++st.second;
+      const std::string& kname = k == RecordKind::Kernel ? names.Get(p, r.name) : p.Name(r);
+      if (k == RecordKind::Kernel) {
+        ++S.kernels;
+        S.kernel_ns += r.DurationNs();
+        ++ps.kernels;
+        ps.kernel_ns += r.DurationNs();
+        kernel_iv.emplace_back(s, e);
+        kernels[kname].Add(r);
+      } else if (k == RecordKind::Memcpy) {
+        ++S.memcpys;
+        S.memcpy_ns += r.DurationNs();
+        size_t ck = r.flags < 6 ? r.flags : 0;
+        S.memcpy_bytes[ck] += r.bytes;
+        ++S.memcpy_count[ck];
+        copy_iv.emplace_back(s, e);
+      } else {
+        ++S.memsets;
+        S.memset_bytes += r.bytes;
+      }
+
+      // Attribution to the launching call and the ranges open on its thread.
+      auto it =
+          r.correlation ? ix.api_by_correlation.find(r.correlation) : ix.api_by_correlation.end();
+      open.clear();
+      if (it != ix.api_by_correlation.end()) {
+        ix.OpenAt(it->second->tid, it->second->start_ns, open);
+        if (k == RecordKind::Kernel) launch_apis[it->second] = true;
+      }
+      if (open.empty()) {
+        ops[kNoRange].AddActivity(r, kname);
+        paths[kNoRange].AddActivity(r, kname);
+        an.unattributed_gpu_ns += r.DurationNs();
+      } else {
+        size_t inner = static_cast<size_t>(open.back());
+        ops[p.Name(*ix.ranges[inner].start)].AddActivity(r, kname);
+        paths[path_of[inner]].AddActivity(r, kname);
+      }
+      if (opts.by == GroupBy::Stream) view_stream[StreamKey(r.device, r.tid)].AddActivity(r, kname);
+      if (opts.by == GroupBy::Device) {
+        std::string key = "dev " + std::to_string(r.device);
+        auto dn = p.meta.find("device." + std::to_string(r.device) + ".name");
+        if (dn != p.meta.end()) key += " " + dn->second;
+        view_device[key].AddActivity(r, kname);
+      }
+    }
+
+    S.launches += launch_apis.size();
+    for (auto& [tid, iv] : api_by_thread) S.api_ns += Length(Merge(std::move(iv)));
+    if (pfirst != UINT64_MAX) {
+      first = std::min(first, pfirst);
+      last = std::max(last, plast);
+      ps.wall_ns = plast - pfirst;
+    }
+    ps.gpu_busy_ns = Length(Merge(std::move(pgpu)));
+    an.processes.push_back(ps);
+
+    // Devices from the agent's DEVICE records (meta keys device.<id>.*).
+    for (const auto& [key, value] : p.meta) {
+      if (key.rfind("device.", 0) != 0 || key.size() < 13 || key.substr(key.size() - 5) != ".name")
+        continue;
+      std::string id_s = key.substr(7, key.size() - 12);
+      if (id_s.empty() || id_s.find_first_not_of("0123456789") != std::string::npos) continue;
+      DeviceInfo d;
+      d.id = static_cast<uint16_t>(std::strtoul(id_s.c_str(), nullptr, 10));
+      if (std::any_of(S.devices.begin(), S.devices.end(),
+                      [&](const DeviceInfo& x) { return x.id == d.id && x.name == value; }))
+        continue;
+      d.name = value;
+      std::string pre = "device." + id_s + ".";
+      d.sm_count = static_cast<uint32_t>(MetaU64(p, pre + "sm_count"));
+      d.memory_bytes = MetaU64(p, pre + "memory_bytes");
+      auto cc = p.meta.find(pre + "cc");
+      if (cc != p.meta.end()) d.compute_capability = cc->second;
+      S.devices.push_back(d);
+    }
+  }
+
+  // Run level.
+  if (first != UINT64_MAX) {
+    S.start_ns = first;
+    S.end_ns = last;
+    S.wall_ns = last - first;
+  }
+  auto gpu_merged = Merge(std::move(gpu));
+  S.gpu_busy_ns = Length(gpu_merged);
+  S.gpu_idle_ns = S.wall_ns > S.gpu_busy_ns ? S.wall_ns - S.gpu_busy_ns : 0;
+  S.utilisation =
+      S.wall_ns ? static_cast<double>(S.gpu_busy_ns) / static_cast<double>(S.wall_ns) : 0;
+  S.launch_rate_per_s =
+      S.wall_ns ? static_cast<double>(S.launches) * 1e9 / static_cast<double>(S.wall_ns) : 0;
+  S.copy_compute_overlap_ns =
+      IntersectionLength(Merge(std::move(kernel_iv)), Merge(std::move(copy_iv)));
+  for (auto& [key, v] : streams)
+    S.streams.push_back({key.first, key.second, Length(Merge(std::move(v.first))), v.second});
+
+  // Device memory timeline and peak (sum over devices).
+  std::stable_sort(mem.begin(), mem.end(),
+                   [](const MemEvent& a, const MemEvent& b) { return a.t < b.t; });
+  std::map<uint16_t, int64_t> in_use;
+  int64_t total = 0;
+  for (const auto& m : mem) {
+    in_use[m.dev] += m.delta;
+    total += m.delta;
+    S.peak_memory_bytes = std::max(S.peak_memory_bytes, total);
+    if (opts.timeline) an.memory_timeline.push_back({m.t, m.dev, in_use[m.dev]});
+  }
+
+  // Views.
+  const uint64_t busy = S.gpu_busy_ns;
+  for (auto& [name, acc] : kernels) an.kernels.push_back(acc.Row(name, busy));
+  std::sort(an.kernels.begin(), an.kernels.end(), [](const KernelRow& x, const KernelRow& y) {
+    return x.stat.total_ns != y.stat.total_ns ? x.stat.total_ns > y.stat.total_ns : x.name < y.name;
+  });
+  for (auto& [name, acc] : ops) {
+    if (acc.gpu_ns == 0 && acc.kernels + acc.memcpys + acc.memsets == 0 && name == kNoRange)
+      continue;
+    an.ops.push_back(acc.Row(name, busy));
+  }
+  SortRows(an.ops, AnalysisOptions::Sort::Gpu);
+
+  switch (opts.by) {
+    case GroupBy::Kernel:
+      for (const auto& k : an.kernels) {
+        GroupRow g;
+        g.key = k.name;
+        g.calls = k.stat.count;
+        g.kernels = k.stat.count;
+        g.gpu_ns = k.stat.total_ns;
+        g.share = k.share;
+        an.rows.push_back(g);
+      }
+      break;
+    case GroupBy::Op:
+      an.rows = an.ops;
+      break;
+    case GroupBy::RangePath:
+      for (auto& [key, acc] : paths)
+        if (acc.gpu_ns || acc.calls) an.rows.push_back(acc.Row(key, busy));
+      break;
+    case GroupBy::Stream:
+      for (auto& [key, acc] : view_stream) {
+        acc.calls = acc.kernels + acc.memcpys + acc.memsets;
+        an.rows.push_back(acc.Row(key, busy));
+      }
+      break;
+    case GroupBy::Device:
+      for (auto& [key, acc] : view_device) {
+        acc.calls = acc.kernels + acc.memcpys + acc.memsets;
+        an.rows.push_back(acc.Row(key, busy));
+      }
+      break;
+  }
+  if (opts.by == GroupBy::Kernel) {
+    // Projected time per kernel name needs the intervals: recompute from the accumulators.
+    std::unordered_map<std::string, std::vector<Interval>> iv;
+    for (const ProcessTrace& p : run.processes)
+      for (const Record& r : p.records)
+        if (r.Kind() == RecordKind::Kernel)
+          iv[names.Get(p, r.name)].emplace_back(r.start_ns, std::max(r.start_ns, r.end_ns));
+    for (auto& g : an.rows) g.gpu_projected_ns = Length(Merge(std::move(iv[g.key])));
+  }
+  if (filter) {
+    std::erase_if(an.rows, [&](const GroupRow& g) { return !std::regex_search(g.key, *filter); });
+  }
+  SortRows(an.rows, opts.sort);
+  if (opts.top && an.rows.size() > opts.top) an.rows.resize(opts.top);
+
+  for (auto& [key, v] : ranges) {
+    RangeRow rr;
+    rr.name = key.first;
+    rr.domain = key.second;
+    rr.stat = MakeStat(v.first);
+    rr.calls = rr.stat.count;
+    rr.max_depth = v.second;
+    an.ranges.push_back(std::move(rr));
+  }
+  std::sort(an.ranges.begin(), an.ranges.end(), [](const RangeRow& x, const RangeRow& y) {
+    return x.stat.total_ns != y.stat.total_ns ? x.stat.total_ns > y.stat.total_ns : x.name < y.name;
+  });
+  return an;
+}
+
+}  // namespace kprof

@@ -1,0 +1,142 @@
+// Attribution: GPU activity -> launching API call (correlation id) -> NVTX/CPU ranges open on
+// the launching thread when the call began. Kernels replayed from a CUDA graph carry the
+// correlation id of the graph launch, so they land in the ranges around cudaGraphLaunch.
+#include <algorithm>
+#include <unordered_map>
+
+#include "analysis/ranges.h"
+#include "kprof/analysis.h"
+
+namespace kprof {
+namespace detail {
+
+ProcessIndex BuildIndex(const ProcessTrace& p) {
+  ProcessIndex ix;
+  ix.process = &p;
+  std::unordered_map<uint32_t, const Record*> open_markers;  // marker id -> MarkerStart
+  for (const Record& r : p.records) {
+    ix.end_ns = std::max(ix.end_ns, std::max(r.start_ns, r.end_ns));
+    switch (r.Kind()) {
+      case RecordKind::RuntimeApi:
+        if (r.correlation) ix.api_by_correlation[r.correlation] = &r;
+        break;
+      case RecordKind::DriverApi:
+        if (r.correlation) ix.api_by_correlation.emplace(r.correlation, &r);
+        break;
+      default:
+        break;
+    }
+  }
+  // Pair NVTX markers by id (push/pop and start/end both carry one). Records of one thread are
+  // in time order in the file, but buffers of different threads interleave: sort by time.
+  std::vector<const Record*> markers;
+  for (const Record& r : p.records)
+    if (r.Kind() == RecordKind::MarkerStart || r.Kind() == RecordKind::MarkerEnd)
+      markers.push_back(&r);
+  std::stable_sort(markers.begin(), markers.end(),
+                   [](const Record* a, const Record* b) { return a->start_ns < b->start_ns; });
+  for (const Record* m : markers) {
+    if (m->Kind() == RecordKind::MarkerStart) {
+      open_markers[m->a] = m;
+      continue;
+    }
+    auto it = open_markers.find(m->a);
+    if (it == open_markers.end()) continue;  // end without start (started before recording)
+    const Record* s = it->second;
+    ix.ranges.push_back({s, s->tid, s->start_ns, std::max(s->start_ns, m->start_ns), true, 0, -1});
+    open_markers.erase(it);
+  }
+  for (const auto& [id, s] : open_markers)
+    ix.ranges.push_back({s, s->tid, s->start_ns, std::max(s->start_ns, ix.end_ns), false, 0, -1});
+  for (const Record& r : p.records)
+    if (r.Kind() == RecordKind::Range)
+      ix.ranges.push_back({&r, r.tid, r.start_ns, std::max(r.start_ns, r.end_ns), true, 0, -1});
+
+  std::sort(ix.ranges.begin(), ix.ranges.end(), [](const RangeInterval& a, const RangeInterval& b) {
+    if (a.tid != b.tid) return a.tid < b.tid;
+    if (a.begin_ns != b.begin_ns) return a.begin_ns < b.begin_ns;
+    if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;  // the longer one encloses
+    return a.start < b.start;
+  });
+  // Depth and parent: a stack sweep per thread.
+  std::vector<int> stack;
+  for (size_t i = 0; i < ix.ranges.size(); ++i) {
+    auto& r = ix.ranges[i];
+    if (i == 0 || ix.ranges[i - 1].tid != r.tid) {
+      stack.clear();
+      if (i > 0) ix.thread_slice[ix.ranges[i - 1].tid].second = i;
+      ix.thread_slice[r.tid] = {i, ix.ranges.size()};
+    }
+    while (!stack.empty() && ix.ranges[static_cast<size_t>(stack.back())].end_ns <= r.begin_ns)
+      stack.pop_back();
+    r.depth = static_cast<uint32_t>(stack.size());
+    r.parent = stack.empty() ? -1 : stack.back();
+    stack.push_back(static_cast<int>(i));
+    ix.range_of_start[r.start] = static_cast<int>(i);
+  }
+  return ix;
+}
+
+void ProcessIndex::OpenAt(uint32_t tid, uint64_t t, std::vector<int>& out) const {
+  out.clear();
+  auto it = thread_slice.find(tid);
+  if (it == thread_slice.end()) return;
+  auto [first, last] = it->second;
+  // Ranges of this thread are sorted by begin: those that began at or before t.
+  auto end = std::upper_bound(ranges.begin() + static_cast<long>(first),
+                              ranges.begin() + static_cast<long>(last), t,
+                              [](uint64_t v, const RangeInterval& r) { return v < r.begin_ns; });
+  // The stack of ranges open when the latest of them began is its parent chain (BuildIndex),
+  // and every range still open at t was on that stack: walk it, keep those not yet ended.
+  if (end == ranges.begin() + static_cast<long>(first)) return;
+  for (int k = static_cast<int>(end - ranges.begin()) - 1; k >= 0;
+       k = ranges[static_cast<size_t>(k)].parent) {
+    const auto& r = ranges[static_cast<size_t>(k)];
+    if (r.end_ns > t) out.push_back(k);
+  }
+  std::reverse(out.begin(), out.end());
+}
+
+std::string ProcessIndex::Path(int i) const {
+  std::vector<int> chain;
+  for (int k = i; k >= 0; k = ranges[static_cast<size_t>(k)].parent) chain.push_back(k);
+  std::string path;
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    if (!path.empty()) path += '/';
+    path += process->Name(*ranges[static_cast<size_t>(*it)].start);
+  }
+  return path;
+}
+
+}  // namespace detail
+
+std::vector<Attributed> Attribute(const Run& run) {
+  std::vector<Attributed> out;
+  std::vector<int> open;
+  for (const ProcessTrace& p : run.processes) {
+    detail::ProcessIndex ix = detail::BuildIndex(p);
+    size_t first = out.size();
+    for (const Record& r : p.records) {
+      auto k = r.Kind();
+      if (k != RecordKind::Kernel && k != RecordKind::Memcpy && k != RecordKind::Memset) continue;
+      Attributed a;
+      a.process = &p;
+      a.activity = &r;
+      auto it =
+          r.correlation ? ix.api_by_correlation.find(r.correlation) : ix.api_by_correlation.end();
+      if (it != ix.api_by_correlation.end()) {
+        a.api = it->second;
+        ix.OpenAt(a.api->tid, a.api->start_ns, open);
+        for (int i : open) a.ranges.push_back(ix.ranges[static_cast<size_t>(i)].start);
+      }
+      out.push_back(std::move(a));
+    }
+    std::stable_sort(out.begin() + static_cast<long>(first), out.end(),
+                     [](const Attributed& x, const Attributed& y) {
+                       return x.activity->start_ns < y.activity->start_ns;
+                     });
+  }
+  return out;
+}
+
+}  // namespace kprof

@@ -1,0 +1,42 @@
+// Internal to the analysis library: NVTX/CPU ranges of one process rebuilt as intervals, and
+// the lookup of API calls by correlation id. Shared by attribution and the views.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kprof/trace.h"
+
+namespace kprof::detail {
+
+/// One range on a CPU thread: an NVTX push/pop or start/end pair, or a Range record.
+struct RangeInterval {
+  const Record* start = nullptr;  ///< MarkerStart or Range record (name, domain)
+  uint32_t tid = 0;               ///< thread it was opened on
+  uint64_t begin_ns = 0, end_ns = 0;
+  bool closed = true;  ///< false: never ended (process died); end_ns = process end
+  uint32_t depth = 0;  ///< ranges open around it on its thread when it began
+  int parent = -1;     ///< index of the innermost enclosing range on its thread
+};
+
+struct ProcessIndex {
+  const ProcessTrace* process = nullptr;
+  std::vector<RangeInterval> ranges;  ///< sorted by (tid, begin, longer first)
+  std::unordered_map<const Record*, int> range_of_start;
+  std::unordered_map<uint32_t, const Record*> api_by_correlation;  ///< runtime wins over driver
+  uint64_t end_ns = 0;  ///< last timestamp of the process
+
+  /// Ranges open on `tid` at time `t`, outermost first (indices into `ranges`).
+  void OpenAt(uint32_t tid, uint64_t t, std::vector<int>& out) const;
+  /// "outer/inner" path of range `i`.
+  std::string Path(int i) const;
+
+  // Per thread: [first, last) slice of `ranges` (ranges are grouped by thread).
+  std::unordered_map<uint32_t, std::pair<size_t, size_t>> thread_slice;
+};
+
+ProcessIndex BuildIndex(const ProcessTrace& p);
+
+}  // namespace kprof::detail
