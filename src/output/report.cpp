@@ -1,0 +1,445 @@
+// Report writers: terminal table, CSV, JSON summary (schema docs/json-schema.md), Markdown.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "kprof/output.h"
+
+namespace kprof {
+namespace {
+
+using nlohmann::ordered_json;
+
+constexpr const char* kCopyNames[6] = {"Unknown", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP"};
+
+size_t Columns(const std::string& s);
+
+/// Cuts a display name to `width` columns (counting UTF-8 code points), ending it with "…".
+std::string Fit(const std::string& s, size_t width) {
+  if (width < 2 || Columns(s) <= width) return s;
+  size_t cps = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) continue;
+    if (cps++ == width - 1) return s.substr(0, i) + "…";
+  }
+  return s;
+}
+
+size_t Columns(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s)
+    if ((c & 0xC0) != 0x80) ++n;
+  return n;
+}
+
+std::string Pad(const std::string& s, size_t width) {
+  size_t n = Columns(s);
+  return n >= width ? s : s + std::string(width - n, ' ');
+}
+
+std::string Pct(double share) { return fmt::format("{:.1f}%", share * 100.0); }
+
+// ---- JSON -----------------------------------------------------------------------------------
+ordered_json KernelJson(const KernelRow& k) {
+  return {{"name", k.name},
+          {"calls", k.stat.count},
+          {"total_ns", k.stat.total_ns},
+          {"mean_ns", k.stat.mean_ns},
+          {"min_ns", k.stat.min_ns},
+          {"median_ns", k.stat.median_ns},
+          {"p95_ns", k.stat.p95_ns},
+          {"max_ns", k.stat.max_ns},
+          {"share", k.share},
+          {"grid", {k.grid.x, k.grid.y, k.grid.z}},
+          {"block", {k.block.x, k.block.y, k.block.z}},
+          {"registers", k.registers},
+          {"shared_mem", k.shared_mem},
+          {"max_blocks", k.max_blocks}};
+}
+
+ordered_json GroupJson(const GroupRow& g) {
+  ordered_json kr = ordered_json::array();
+  for (const auto& k : g.kernel_rows) kr.push_back(KernelJson(k));
+  return {{"key", g.key},
+          {"calls", g.calls},
+          {"gpu_ns", g.gpu_ns},
+          {"gpu_projected_ns", g.gpu_projected_ns},
+          {"cpu_ns", g.cpu_ns},
+          {"kernels", g.kernels},
+          {"memcpys", g.memcpys},
+          {"memsets", g.memsets},
+          {"bytes", g.bytes},
+          {"share", g.share},
+          {"mem_delta_bytes", g.mem_delta_bytes},
+          {"kernel_rows", kr}};
+}
+
+ordered_json SummaryJson(const RunSummary& s) {
+  ordered_json bytes, count;
+  for (int i = 1; i < 6; ++i) {
+    bytes[kCopyNames[i]] = s.memcpy_bytes[i];
+    count[kCopyNames[i]] = s.memcpy_count[i];
+  }
+  bytes["Unknown"] = s.memcpy_bytes[0];
+  count["Unknown"] = s.memcpy_count[0];
+  ordered_json streams = ordered_json::array(), devices = ordered_json::array();
+  for (const auto& st : s.streams)
+    streams.push_back({{"device", st.device},
+                       {"stream", st.stream},
+                       {"busy_ns", st.busy_ns},
+                       {"activities", st.activities}});
+  for (const auto& d : s.devices)
+    devices.push_back({{"id", d.id},
+                       {"name", d.name},
+                       {"sm_count", d.sm_count},
+                       {"memory_bytes", d.memory_bytes},
+                       {"compute_capability", d.compute_capability}});
+  return {{"wall_ns", s.wall_ns},
+          {"gpu_busy_ns", s.gpu_busy_ns},
+          {"gpu_idle_ns", s.gpu_idle_ns},
+          {"utilisation", s.utilisation},
+          {"kernel_ns", s.kernel_ns},
+          {"kernels", s.kernels},
+          {"memcpys", s.memcpys},
+          {"memcpy_ns", s.memcpy_ns},
+          {"memcpy_bytes", bytes},
+          {"memcpy_count", count},
+          {"memsets", s.memsets},
+          {"memset_bytes", s.memset_bytes},
+          {"syncs", s.syncs},
+          {"sync_ns", s.sync_ns},
+          {"api_calls", s.api_calls},
+          {"api_ns", s.api_ns},
+          {"launches", s.launches},
+          {"launch_rate_per_s", s.launch_rate_per_s},
+          {"copy_compute_overlap_ns", s.copy_compute_overlap_ns},
+          {"peak_memory_bytes", s.peak_memory_bytes},
+          {"allocs", s.allocs},
+          {"frees", s.frees},
+          {"nvtx_ranges", s.nvtx_ranges},
+          {"dropped_records", s.dropped_records},
+          {"missing_timestamps", s.missing_timestamps},
+          {"processes", s.processes},
+          {"incomplete_processes", s.incomplete_processes},
+          {"overhead_ns", s.overhead_ns},
+          {"streams", streams},
+          {"devices", devices}};
+}
+
+ordered_json HintJson(const Hint& h) {
+  return {{"id", h.id},
+          {"severity", SeverityName(h.severity)},
+          {"summary", h.summary},
+          {"evidence", h.evidence},
+          {"est_saving_ns", h.est_saving_ns},
+          {"est_saving_pct", h.est_saving_pct},
+          {"assumption", h.assumption},
+          {"fix", {{"cuda", h.fix_cuda}, {"pytorch", h.fix_pytorch}}}};
+}
+
+// ---- Table ----------------------------------------------------------------------------------
+void Totals(std::ostream& out, const RunSummary& s, const char* indent) {
+  auto line = [&](const std::string& k, const std::string& v) {
+    out << indent << Pad(k, 22) << v << "\n";
+  };
+  line("wall time", FormatDuration(s.wall_ns));
+  line("GPU busy", fmt::format("{} ({:.1f}% of wall; idle {})", FormatDuration(s.gpu_busy_ns),
+                               s.utilisation * 100, FormatDuration(s.gpu_idle_ns)));
+  line("kernels", fmt::format("{} ({} in kernels; {} launch calls, {:.0f}/s)", s.kernels,
+                              FormatDuration(s.kernel_ns), s.launches, s.launch_rate_per_s));
+  std::string copies = fmt::format("{} ({})", s.memcpys, FormatDuration(s.memcpy_ns));
+  for (int i = 1; i < 6; ++i)
+    if (s.memcpy_count[i])
+      copies += fmt::format("; {} {} x, {}", kCopyNames[i], s.memcpy_count[i],
+                            FormatBytes(s.memcpy_bytes[i]));
+  if (s.memcpy_count[0])
+    copies += fmt::format("; other {} x, {}", s.memcpy_count[0], FormatBytes(s.memcpy_bytes[0]));
+  line("memcpy", copies);
+  line("memset", fmt::format("{} ({})", s.memsets, FormatBytes(s.memset_bytes)));
+  line("synchronization", fmt::format("{} calls, {} blocked", s.syncs, FormatDuration(s.sync_ns)));
+  line("CUDA API", fmt::format("{} calls, {}", s.api_calls, FormatDuration(s.api_ns)));
+  line("copy/compute overlap", FormatDuration(s.copy_compute_overlap_ns));
+  line("peak device memory",
+       s.allocs ? FormatBytes(static_cast<uint64_t>(std::max<int64_t>(0, s.peak_memory_bytes))) +
+                      fmt::format(" ({} allocs, {} frees)", s.allocs, s.frees)
+                : std::string("not recorded"));
+  line("NVTX ranges", std::to_string(s.nvtx_ranges));
+  std::string loss =
+      fmt::format("{} dropped, {} without timestamps", s.dropped_records, s.missing_timestamps);
+  if (s.dropped_records || s.missing_timestamps) loss += "  << the profile is incomplete";
+  line("profiler data loss", loss);
+  if (s.incomplete_processes)
+    line("incomplete", fmt::format("{} of {} processes ended without closing their file "
+                                   "(crash or kill): partial results",
+                                   s.incomplete_processes, s.processes));
+}
+
+void KernelTable(std::ostream& out, const std::vector<KernelRow>& rows, size_t top,
+                 const char* indent) {
+  out << indent
+      << fmt::format("{:<60} {:>8} {:>11} {:>10} {:>10} {:>10} {:>7}\n", "Kernel", "Calls", "Total",
+                     "Mean", "Min", "Max", "Share");
+  size_t n = 0;
+  for (const auto& k : rows) {
+    if (top && n++ >= top) {
+      out << indent << fmt::format("... {} more kernels\n", rows.size() - top);
+      break;
+    }
+    out << indent << Pad(Fit(k.name, 60), 60)
+        << fmt::format(" {:>8} {:>11} {:>10} {:>10} {:>10} {:>7}\n", k.stat.count,
+                       FormatDuration(k.stat.total_ns), FormatDuration(k.stat.mean_ns),
+                       FormatDuration(k.stat.min_ns), FormatDuration(k.stat.max_ns), Pct(k.share));
+  }
+}
+
+void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vector<Hint>& hints,
+           const ReportOptions& o) {
+  const RunSummary& s = a.summary;
+  std::string devices;
+  for (const auto& d : s.devices)
+    devices += fmt::format("{}dev {} {}", devices.empty() ? "" : ", ", d.id, d.name);
+  out << fmt::format("kprof: {} process{}{}{}\n\n", s.processes, s.processes == 1 ? "" : "es",
+                     devices.empty() ? "" : ", ", devices);
+
+  const char* what = GroupByName(a.by);
+  if (a.by != GroupBy::Kernel) {
+    out << fmt::format("GPU time by {}\n", what);
+    out << fmt::format("  {:<50} {:>8} {:>11} {:>11} {:>7} {:>8} {:>11}\n", what, "Calls",
+                       "GPU time", "Projected", "Share", "Kernels", "CPU time");
+    size_t n = 0;
+    for (const auto& g : a.rows) {
+      if (o.top && n++ >= o.top) break;
+      out << "  " << Pad(Fit(g.key, 50), 50)
+          << fmt::format(" {:>8} {:>11} {:>11} {:>7} {:>8} {:>11}\n", g.calls,
+                         FormatDuration(g.gpu_ns), FormatDuration(g.gpu_projected_ns), Pct(g.share),
+                         g.kernels, g.cpu_ns ? FormatDuration(g.cpu_ns) : "-");
+      size_t m = 0;
+      for (const auto& k : g.kernel_rows) {
+        if (m++ >= 3) {
+          out << fmt::format("      ... {} more kernels\n", g.kernel_rows.size() - 3);
+          break;
+        }
+        out << "    " << Pad(Fit(k.name, 48), 48)
+            << fmt::format(" {:>8} {:>11}\n", k.stat.count, FormatDuration(k.stat.total_ns));
+      }
+    }
+    if (a.rows.empty()) out << "  (no GPU activity)\n";
+    out << "\n";
+  }
+  out << "Top kernels by GPU time\n";
+  if (a.kernels.empty())
+    out << "  (no kernels recorded)\n";
+  else
+    KernelTable(out, a.kernels, o.top, "  ");
+  out << "\nTotals\n";
+  Totals(out, s, "  ");
+
+  if (!a.ranges.empty()) {
+    out << "\nNVTX ranges\n";
+    out << fmt::format("  {:<50} {:>8} {:>11} {:>10} {:>6}\n", "Range", "Calls", "Total", "Mean",
+                       "Depth");
+    size_t n = 0;
+    for (const auto& r : a.ranges) {
+      if (o.top && n++ >= o.top) {
+        out << fmt::format("  ... {} more ranges\n", a.ranges.size() - o.top);
+        break;
+      }
+      out << "  " << Pad(Fit(r.name, 50), 50)
+          << fmt::format(" {:>8} {:>11} {:>10} {:>6}\n", r.calls, FormatDuration(r.stat.total_ns),
+                         FormatDuration(r.stat.mean_ns), r.max_depth);
+    }
+  }
+  if (a.processes.size() > 1) {
+    out << "\nProcesses\n";
+    for (size_t i = 0; i < a.processes.size(); ++i) {
+      const auto& p = a.processes[i];
+      out << "  " << Pad(run.processes[i].Label(), 24)
+          << fmt::format(" wall {:>10}  GPU busy {:>10}  kernels {:>8}{}\n",
+                         FormatDuration(p.wall_ns), FormatDuration(p.gpu_busy_ns), p.kernels,
+                         p.complete ? "" : "  (incomplete)");
+    }
+  }
+  if (!hints.empty()) {
+    out << "\nHints (most costly first)\n";
+    for (const auto& h : hints) {
+      out << fmt::format("  [{}] {}: {}\n", SeverityName(h.severity), h.id, h.summary);
+      for (const auto& e : h.evidence) out << "      " << e << "\n";
+      if (h.est_saving_ns)
+        out << fmt::format("      est. saving: up to {} ({:.1f}% of the run); {}\n",
+                           FormatDuration(h.est_saving_ns), h.est_saving_pct, h.assumption);
+      if (!h.fix_cuda.empty()) out << "      fix (CUDA): " << h.fix_cuda << "\n";
+      if (!h.fix_pytorch.empty()) out << "      fix (PyTorch): " << h.fix_pytorch << "\n";
+    }
+  }
+  if (!o.saved_to.empty()) out << "\nSaved to " << o.saved_to << "\n";
+}
+
+// ---- CSV ------------------------------------------------------------------------------------
+std::string Csv(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"') q += '"';
+    q += c;
+  }
+  return q + "\"";
+}
+
+void WriteCsv(std::ostream& out, const Analysis& a) {
+  if (a.by == GroupBy::Kernel) {
+    out << "kernel,calls,total_ns,mean_ns,min_ns,median_ns,p95_ns,max_ns,share\n";
+    for (const auto& g : a.rows) {
+      auto it = std::find_if(a.kernels.begin(), a.kernels.end(),
+                             [&](const KernelRow& k) { return k.name == g.key; });
+      if (it == a.kernels.end()) continue;
+      const Stat& s = it->stat;
+      out << fmt::format("{},{},{},{},{},{},{},{},{:.6f}\n", Csv(it->name), s.count, s.total_ns,
+                         s.mean_ns, s.min_ns, s.median_ns, s.p95_ns, s.max_ns, it->share);
+    }
+    return;
+  }
+  out << GroupByName(a.by)
+      << ",calls,gpu_ns,gpu_projected_ns,cpu_ns,kernels,memcpys,memsets,bytes,share,"
+         "mem_delta_bytes\n";
+  for (const auto& g : a.rows)
+    out << fmt::format("{},{},{},{},{},{},{},{},{},{:.6f},{}\n", Csv(g.key), g.calls, g.gpu_ns,
+                       g.gpu_projected_ns, g.cpu_ns, g.kernels, g.memcpys, g.memsets, g.bytes,
+                       g.share, g.mem_delta_bytes);
+}
+
+// ---- Markdown -------------------------------------------------------------------------------
+std::string Md(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '|' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>' || c == '[' ||
+        c == ']')
+      o += '\\';
+    if (c == '\n' || c == '\r') {
+      o += ' ';
+      continue;
+    }
+    o += c;
+  }
+  return o;
+}
+
+void WriteMarkdown(std::ostream& out, const Analysis& a, const std::vector<Hint>& hints,
+                   const ReportOptions& o) {
+  const RunSummary& s = a.summary;
+  out << "## kprof report\n\n";
+  out << "| Metric | Value |\n|---|---|\n";
+  out << fmt::format("| Wall time | {} |\n", FormatDuration(s.wall_ns));
+  out << fmt::format("| GPU busy | {} ({:.1f}%) |\n", FormatDuration(s.gpu_busy_ns),
+                     s.utilisation * 100);
+  out << fmt::format("| Kernels | {} ({}) |\n", s.kernels, FormatDuration(s.kernel_ns));
+  out << fmt::format("| Memcpy | {} ({}) |\n", s.memcpys, FormatDuration(s.memcpy_ns));
+  out << fmt::format("| Synchronization | {} calls, {} |\n", s.syncs, FormatDuration(s.sync_ns));
+  out << fmt::format("| Peak device memory | {} |\n",
+                     FormatBytes(static_cast<uint64_t>(std::max<int64_t>(0, s.peak_memory_bytes))));
+  out << fmt::format("| Dropped records | {} |\n\n", s.dropped_records);
+
+  out << fmt::format("### GPU time by {}\n\n", GroupByName(a.by));
+  out << fmt::format("| {} | Calls | GPU time | Share | Kernels |\n|---|---:|---:|---:|---:|\n",
+                     GroupByName(a.by));
+  size_t n = 0;
+  for (const auto& g : a.rows) {
+    if (o.top && n++ >= o.top) break;
+    out << fmt::format("| {} | {} | {} | {} | {} |\n", Md(Fit(g.key, 80)), g.calls,
+                       FormatDuration(g.gpu_ns), Pct(g.share), g.kernels);
+  }
+  if (!hints.empty()) {
+    out << "\n### Hints\n\n";
+    for (const auto& h : hints) {
+      out << fmt::format("- **{}** `{}`: {}", SeverityName(h.severity), h.id, Md(h.summary));
+      if (h.est_saving_ns)
+        out << fmt::format(" (up to {}, {:.1f}% of the run)", FormatDuration(h.est_saving_ns),
+                           h.est_saving_pct);
+      out << "\n";
+      for (const auto& e : h.evidence) out << "  - " << Md(e) << "\n";
+      if (!h.fix_cuda.empty()) out << "  - Fix (CUDA): " << Md(h.fix_cuda) << "\n";
+      if (!h.fix_pytorch.empty()) out << "  - Fix (PyTorch): " << Md(h.fix_pytorch) << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<Format> ParseFormat(const std::string& s) {
+  if (s == "table") return Format::Table;
+  if (s == "csv") return Format::Csv;
+  if (s == "json") return Format::Json;
+  if (s == "md" || s == "markdown") return Format::Markdown;
+  return std::nullopt;
+}
+
+std::string ReportJson(const Run& run, const Analysis& a, const std::vector<Hint>& hints) {
+  ordered_json j;
+  j["schema"] = "kprof.summary";
+  j["schema_version"] = kJsonSchemaVersion;
+#ifdef KPROF_VERSION
+  j["kprof_version"] = KPROF_VERSION;
+#endif
+  j["view"] = GroupByName(a.by);
+  ordered_json inputs = ordered_json::array();
+  for (const auto& p : run.processes)
+    inputs.push_back(
+        {{"source", p.source}, {"pid", p.pid}, {"rank", p.rank}, {"complete", p.complete}});
+  j["inputs"] = inputs;
+  j["summary"] = SummaryJson(a.summary);
+  ordered_json rows = ordered_json::array(), ops = ordered_json::array(),
+               kernels = ordered_json::array(), ranges = ordered_json::array(),
+               procs = ordered_json::array(), hs = ordered_json::array();
+  for (const auto& g : a.rows) rows.push_back(GroupJson(g));
+  for (const auto& g : a.ops) ops.push_back(GroupJson(g));
+  for (const auto& k : a.kernels) kernels.push_back(KernelJson(k));
+  for (const auto& r : a.ranges)
+    ranges.push_back({{"name", r.name},
+                      {"domain", r.domain},
+                      {"calls", r.calls},
+                      {"total_ns", r.stat.total_ns},
+                      {"mean_ns", r.stat.mean_ns},
+                      {"min_ns", r.stat.min_ns},
+                      {"median_ns", r.stat.median_ns},
+                      {"p95_ns", r.stat.p95_ns},
+                      {"max_ns", r.stat.max_ns},
+                      {"max_depth", r.max_depth}});
+  for (const auto& p : a.processes)
+    procs.push_back({{"pid", p.pid},
+                     {"rank", p.rank},
+                     {"source", p.source},
+                     {"complete", p.complete},
+                     {"wall_ns", p.wall_ns},
+                     {"gpu_busy_ns", p.gpu_busy_ns},
+                     {"kernels", p.kernels},
+                     {"kernel_ns", p.kernel_ns}});
+  for (const auto& h : hints) hs.push_back(HintJson(h));
+  j["rows"] = rows;
+  j["ops"] = ops;
+  j["kernels"] = kernels;
+  j["ranges"] = ranges;
+  j["processes"] = procs;
+  j["hints"] = hs;
+  // Names come from the profiled program: invalid UTF-8 is replaced, never fatal.
+  return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void WriteReport(std::ostream& out, const Run& run, const Analysis& analysis,
+                 const std::vector<Hint>& hints, const ReportOptions& opts) {
+  switch (opts.format) {
+    case Format::Table:
+      Table(out, run, analysis, hints, opts);
+      break;
+    case Format::Csv:
+      WriteCsv(out, analysis);
+      break;
+    case Format::Json:
+      out << ReportJson(run, analysis, hints) << "\n";
+      break;
+    case Format::Markdown:
+      WriteMarkdown(out, analysis, hints, opts);
+      break;
+  }
+}
+
+}  // namespace kprof
