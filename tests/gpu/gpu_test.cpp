@@ -34,8 +34,8 @@ bool HaveGpu() {
   return have;
 }
 
-#define REQUIRE_GPU()                                              \
-  do {                                                             \
+#define REQUIRE_GPU()                                                \
+  do {                                                               \
     if (!HaveGpu()) GTEST_SKIP() << "no NVIDIA GPU on this machine"; \
   } while (0)
 
@@ -55,7 +55,7 @@ struct Result {
 };
 
 // Runs argv with stdout+stderr captured; optionally sends `sig` to it after `delay_ms`.
-Result Run(const std::vector<std::string>& argv, int sig = 0, int delay_ms = 0) {
+Result Exec(const std::vector<std::string>& argv, int sig = 0, int delay_ms = 0) {
   std::string log = Bin("gpu-test-runs/last.log");
   fs::create_directories(Bin("gpu-test-runs"));
   pid_t pid = fork();
@@ -87,7 +87,7 @@ Result Run(const std::vector<std::string>& argv, int sig = 0, int delay_ms = 0) 
 Result Kprof(const std::string& dir, const std::vector<std::string>& program) {
   std::vector<std::string> argv = {Bin("kprof"), "run", "-o", dir, "--quiet", "--"};
   argv.insert(argv.end(), program.begin(), program.end());
-  return Run(argv);
+  return Exec(argv);
 }
 
 std::string Python() {
@@ -98,7 +98,7 @@ std::string Python() {
 }
 
 bool HaveTorch() {
-  return Run({Python(), "-c", "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"})
+  return Exec({Python(), "-c", "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"})
              .status == 0;
 }
 
@@ -132,7 +132,7 @@ size_t CountSync(const ProcessTrace& t, SyncKind k) {
   return n;
 }
 
-const ProcessTrace& Only(const Run& run) {
+const ProcessTrace& Only(const kprof::Run& run) {
   EXPECT_EQ(run.processes.size(), 1u);
   return run.processes.at(0);
 }
@@ -151,7 +151,7 @@ TEST(Gpu, VectorAdd) {
   std::string dir = FreshDir("vector_add");
   Result r = Kprof(dir, {Bin("kernels/vector_add"), "1048576"});
   ASSERT_EQ(r.status, 0) << r.out;
-  Run run = ReadInputs({dir});
+  kprof::Run run = ReadInputs({dir});
   const ProcessTrace& t = Only(run);
   ExpectClean(t);
   EXPECT_EQ(Count(t, RecordKind::Kernel), 1u);
@@ -180,7 +180,7 @@ TEST(Gpu, KernelStormEveryKernelRecorded) {
   std::string dir = FreshDir("storm");
   Result r = Kprof(dir, {Bin("kernels/kernel_storm"), "200000"});
   ASSERT_EQ(r.status, 0) << r.out;
-  Run run = ReadInputs({dir});
+  kprof::Run run = ReadInputs({dir});
   const ProcessTrace& t = Only(run);
   ExpectClean(t);
   EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "tiny_kernel"), 200000u);
@@ -193,7 +193,7 @@ TEST(Gpu, MemcpyDirectionsAndHostMemory) {
   const uint64_t bytes = 8u << 20;
   Result r = Kprof(dir, {Bin("kernels/memcpy_kinds"), std::to_string(bytes)});
   ASSERT_EQ(r.status, 0) << r.out;
-  Run run = ReadInputs({dir});
+  kprof::Run run = ReadInputs({dir});
   const ProcessTrace& t = Only(run);
   ExpectClean(t);
   EXPECT_EQ(Count(t, RecordKind::Memcpy), 5u);
@@ -212,7 +212,7 @@ TEST(Gpu, Memsets) {
   std::string dir = FreshDir("memset");
   Result r = Kprof(dir, {Bin("kernels/memset")});
   ASSERT_EQ(r.status, 0) << r.out;
-  Run run = ReadInputs({dir});
+  kprof::Run run = ReadInputs({dir});
   const ProcessTrace& t = Only(run);
   ExpectClean(t);
   EXPECT_EQ(Count(t, RecordKind::Memset), 5u);
@@ -226,7 +226,7 @@ TEST(Gpu, SynchronizationKinds) {
   std::string dir = FreshDir("sync");
   Result r = Kprof(dir, {Bin("kernels/sync_kinds")});
   ASSERT_EQ(r.status, 0) << r.out;
-  Run run = ReadInputs({dir});
+  kprof::Run run = ReadInputs({dir});
   const ProcessTrace& t = Only(run);
   ExpectClean(t);
   EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "busy"), 14u);
@@ -245,7 +245,7 @@ TEST(Gpu, NvtxNestedRangesTwoThreadsTwoStreams) {
   std::string dir = FreshDir("nvtx");
   Result r = Kprof(dir, {Bin("kernels/nvtx_threads"), "3"});
   ASSERT_EQ(r.status, 0) << r.out;
-  Run run = ReadInputs({dir});
+  kprof::Run run = ReadInputs({dir});
   const ProcessTrace& t = Only(run);
   ExpectClean(t);
   for (int th = 0; th < 2; ++th) {
@@ -288,7 +288,7 @@ TEST(Gpu, GraphKernelsGoToTheGraphLaunch) {
   std::string dir = FreshDir("graph");
   Result r = Kprof(dir, {Bin("kernels/graph_launch"), "5"});
   ASSERT_EQ(r.status, 0) << r.out;
-  Run run = ReadInputs({dir});
+  kprof::Run run = ReadInputs({dir});
   const ProcessTrace& t = Only(run);
   ExpectClean(t);
   EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "graph_k"), 20u);
@@ -309,7 +309,7 @@ TEST(Gpu, CrashKeepsPartialResultsAndExitStatus) {
     std::string dir = FreshDir("crash_" + how);
     Result r = Kprof(dir, {Bin("kernels/crash"), how, "50"});
     EXPECT_EQ(r.status, how == "abort" ? 134 : 139) << r.out;
-    Run run = ReadInputs({dir});
+    kprof::Run run = ReadInputs({dir});
     const ProcessTrace& t = Only(run);
     EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "before_crash"), 50u) << how;
   }
@@ -318,11 +318,11 @@ TEST(Gpu, CrashKeepsPartialResultsAndExitStatus) {
 TEST(Gpu, SigintIsForwardedAndResultsWritten) {
   REQUIRE_GPU();
   std::string dir = FreshDir("sigint");
-  Result r = Run({Bin("kprof"), "run", "-o", dir, "--quiet", "--", Bin("kernels/kernel_storm"),
-                  "100000000"},
-                 SIGINT, 4000);
+  Result r = Exec(
+      {Bin("kprof"), "run", "-o", dir, "--quiet", "--", Bin("kernels/kernel_storm"), "100000000"},
+      SIGINT, 4000);
   EXPECT_EQ(r.status, 130) << r.out;
-  Run run = ReadInputs({dir});
+  kprof::Run run = ReadInputs({dir});
   const ProcessTrace& t = Only(run);
   EXPECT_GT(CountNamed(t, RecordKind::Kernel, "tiny_kernel"), 1000u);
   EXPECT_TRUE(t.complete);
@@ -332,9 +332,10 @@ TEST(Gpu, SigintIsForwardedAndResultsWritten) {
 TEST(Gpu, EveryRankWritesItsOwnFile) {
   REQUIRE_GPU();
   std::string dir = FreshDir("ranks");
-  Result r = Kprof(dir, {Python(), Src("tests/gpu/scripts/two_ranks.py"), Bin("kernels/vector_add")});
+  Result r =
+      Kprof(dir, {Python(), Src("tests/gpu/scripts/two_ranks.py"), Bin("kernels/vector_add")});
   ASSERT_EQ(r.status, 0) << r.out;
-  Run run = ReadInputs({dir});
+  kprof::Run run = ReadInputs({dir});
   ASSERT_EQ(run.processes.size(), 2u);
   std::set<int> ranks;
   for (const auto& p : run.processes) {
@@ -351,7 +352,7 @@ TEST(Gpu, PyTorchKernelsAndNvtxRanges) {
   std::string dir = FreshDir("torch");
   Result r = Kprof(dir, {Python(), Src("tests/gpu/scripts/torch_nvtx.py")});
   ASSERT_EQ(r.status, 0) << r.out;
-  Run run = ReadInputs({dir});
+  kprof::Run run = ReadInputs({dir});
   const ProcessTrace& t = Only(run);
   ExpectClean(t);
   EXPECT_GT(Count(t, RecordKind::Kernel), 30u);
@@ -377,8 +378,8 @@ TEST(Gpu, TorchProfilerInsideTheProgramIsDetected) {
   REQUIRE_GPU();
   if (!HaveTorch()) GTEST_SKIP() << "PyTorch with CUDA not available";
   std::string dir = FreshDir("torch_profiler");
-  Result r = Run({Bin("kprof"), "run", "-o", dir, "--", Python(),
-                  Src("tests/gpu/scripts/torch_profiler_inside.py")});
+  Result r = Exec({Bin("kprof"), "run", "-o", dir, "--", Python(),
+                   Src("tests/gpu/scripts/torch_profiler_inside.py")});
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("displaced"), std::string::npos) << r.out;
 }

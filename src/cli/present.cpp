@@ -1,0 +1,71 @@
+#include "cli/present.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+
+#include "kprof/analysis.h"
+#include "kprof/hints.h"
+#include "kprof/output.h"
+
+namespace kprof::cli {
+
+void AddViewOptions(CLI::App& app, ViewOptions& v, bool with_output) {
+  app.add_option("--by", v.by, "Group GPU time by kernel|op|range-path|stream|device")
+      ->capture_default_str();
+  app.add_option("--format", v.format, "Output format: table|csv|json|md")->capture_default_str();
+  app.add_option("--top", v.top, "Rows shown per table (0 = all)")->capture_default_str();
+  app.add_option("--sort", v.sort, "Sort rows by gpu|calls|cpu|name")->capture_default_str();
+  app.add_option("--filter", v.filter, "Keep rows whose name matches this regular expression");
+  app.add_option("--trace", v.trace, "Also write a Chrome trace (Perfetto) to this file (.gz ok)");
+  app.add_flag("--no-hints", v.no_hints, "Do not compute bottleneck hints");
+  if (with_output) app.add_option("-o,--output", v.output, "Write the report to this file");
+}
+
+void Present(const Run& run, const ViewOptions& v, const std::string& saved_to) {
+  AnalysisOptions ao;
+  auto by = ParseGroupBy(v.by);
+  if (!by) throw InputError("--by " + v.by + ": expected kernel|op|range-path|stream|device");
+  ao.by = *by;
+  auto fmt = ParseFormat(v.format);
+  if (!fmt) throw InputError("--format " + v.format + ": expected table|csv|json|md");
+  if (v.sort == "gpu")
+    ao.sort = AnalysisOptions::Sort::Gpu;
+  else if (v.sort == "calls")
+    ao.sort = AnalysisOptions::Sort::Calls;
+  else if (v.sort == "cpu")
+    ao.sort = AnalysisOptions::Sort::Cpu;
+  else if (v.sort == "name")
+    ao.sort = AnalysisOptions::Sort::Name;
+  else
+    throw InputError("--sort " + v.sort + ": expected gpu|calls|cpu|name");
+  ao.filter = v.filter;
+  // JSON and CSV are for programs: every row. Tables show the top rows.
+  ao.top = (*fmt == Format::Json || *fmt == Format::Csv) ? 0 : v.top;
+
+  Analysis an = Analyze(run, ao);
+  std::vector<Hint> hints;
+  if (!v.no_hints) hints = ComputeHints(run, an);
+
+  ReportOptions ro;
+  ro.format = *fmt;
+  ro.top = v.top;
+  ro.saved_to = saved_to;
+  if (!v.output.empty()) {
+    std::ofstream f(v.output);
+    if (!f) throw InputError(v.output + ": cannot create");
+    WriteReport(f, run, an, hints, ro);
+    if (!f.flush()) throw InputError(v.output + ": write error");
+  } else {
+    ro.color = ::isatty(1) != 0;
+    WriteReport(std::cout, run, an, hints, ro);
+    std::cout.flush();
+  }
+  if (!v.trace.empty()) {
+    WriteChromeTrace(v.trace, run);
+    std::cerr << "kprof: Chrome trace written to " << v.trace << "\n";
+  }
+}
+
+}  // namespace kprof::cli

@@ -1,0 +1,28 @@
+// The part of `kprof run` and `kprof report` that analyses a Run and prints it.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "kprof/trace.h"
+
+namespace kprof::cli {
+
+struct ViewOptions {
+  std::string by = "op";
+  std::string format = "table";
+  size_t top = 15;
+  std::string sort = "gpu";
+  std::string filter;
+  std::string trace;   ///< write a Chrome trace here too
+  std::string output;  ///< write the report here instead of stdout
+  bool no_hints = false;
+};
+
+/// Adds --by, --format, --top, --sort, --filter, --trace, --no-hints (and -o for report).
+void AddViewOptions(CLI::App& app, ViewOptions& v, bool with_output);
+
+/// Analyses `run` and writes the report. Throws InputError on a bad option value or I/O error.
+void Present(const Run& run, const ViewOptions& v, const std::string& saved_to);
+
+}  // namespace kprof::cli

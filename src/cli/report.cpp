@@ -1,0 +1,28 @@
+// kprof report FILE...: re-analyses saved runs (kprof files, run directories, Chrome traces).
+#include "cli/common.h"
+#include "cli/present.h"
+#include "kprof/cli.h"
+
+namespace kprof {
+
+int CmdReport(const std::vector<std::string>& args) {
+  CLI::App app{
+      "Analyse saved runs: kprof run directories or files, Chrome trace JSON (also "
+      "PyTorch profiler traces, plain or gzip). Several inputs merge.",
+      "kprof report"};
+  std::vector<std::string> files;
+  cli::ViewOptions v;
+  app.add_option("inputs", files, "Run directories, .kprof files or Chrome trace JSON")->required();
+  cli::AddViewOptions(app, v, true);
+  if (auto rc = cli::Parse(app, args)) return *rc;
+  try {
+    Run run = ReadInputs(files);
+    cli::Present(run, v, "");
+  } catch (const InputError& e) {
+    cli::Error("report", e.what());
+    return kExitUsage;
+  }
+  return kExitOk;
+}
+
+}  // namespace kprof

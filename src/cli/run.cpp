@@ -1,0 +1,293 @@
+// kprof run [options] -- PROGRAM ARGS: starts the program with the agent injected, forwards
+// signals, waits, then reads the run directory and prints the report. Exits with the
+// program's own status (128+N when it was killed by signal N).
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+
+#include "cli/common.h"
+#include "cli/present.h"
+#include "kprof/cli.h"
+#include "kprof/output.h"
+
+extern char** environ;
+
+namespace kprof {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::atomic<pid_t> g_child{0};
+
+// Signals sent to kprof itself (kill, a CI runner's timeout) go on to the program. Signals from
+// the terminal (Ctrl-C) already reach the whole foreground process group: forwarding those too
+// would deliver them twice.
+void Forward(int sig, siginfo_t* info, void*) {
+  pid_t child = g_child.load();
+  if (child > 0 && info != nullptr && info->si_code <= 0) ::kill(child, sig);
+}
+
+std::string SelfDir() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : p.parent_path().string();
+}
+
+/// The agent: $KPROF_AGENT, else next to the kprof executable, else ../lib/.
+std::string FindAgent() {
+  if (const char* env = std::getenv("KPROF_AGENT"); env && *env) return env;
+  const std::string dir = SelfDir();
+  for (const auto& c : {dir + "/libkprof_agent.so", dir + "/../lib/libkprof_agent.so"})
+    if (::access(c.c_str(), R_OK) == 0) return fs::weakly_canonical(c).string();
+  return "";
+}
+
+std::string DefaultOutputDir() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "runs/%Y%m%d-%H%M%S", &tm);
+  return buf;
+}
+
+std::vector<std::string> RunFiles(const std::string& dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file() && e.path().extension() == ".kprof") files.push_back(e.path());
+  return files;
+}
+
+struct Launch {
+  int status = 0;        ///< exit code as kprof reports it
+  bool started = false;  ///< exec succeeded
+};
+
+/// fork/exec with no shell. Returns the program's status, 127/126 if it could not be started.
+Launch Start(const std::vector<std::string>& argv, const std::vector<std::string>& env_add) {
+  Launch out;
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) {
+    cli::Error("run", std::string("pipe: ") + std::strerror(errno));
+    out.status = kExitLaunchFailed;
+    return out;
+  }
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  // Environment built before fork: the child only calls async-signal-safe functions.
+  std::vector<std::string> env_store;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    bool replaced = false;
+    for (const auto& add : env_add)
+      if (kv.compare(0, add.find('=') + 1, add, 0, add.find('=') + 1) == 0) replaced = true;
+    if (!replaced) env_store.push_back(kv);
+  }
+  for (const auto& add : env_add) env_store.push_back(add);
+  std::vector<char*> cenv;
+  for (auto& s : env_store) cenv.push_back(s.data());
+  cenv.push_back(nullptr);
+
+  struct sigaction sa {};
+  sa.sa_sigaction = Forward;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old[4];
+  const int sigs[4] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    cli::Error("run", std::string("fork: ") + std::strerror(errno));
+    out.status = kExitLaunchFailed;
+    return out;
+  }
+  if (pid == 0) {
+    ::close(pipefd[0]);
+    ::execvpe(cargv[0], cargv.data(), cenv.data());
+    int err = errno;
+    ssize_t w = ::write(pipefd[1], &err, sizeof err);
+    (void)w;
+    ::_exit(err == ENOENT ? 127 : 126);
+  }
+  g_child = pid;
+  for (int i = 0; i < 4; ++i) ::sigaction(sigs[i], &sa, &old[i]);
+  ::close(pipefd[1]);
+  int err = 0;
+  ssize_t n;
+  do {
+    n = ::read(pipefd[0], &err, sizeof err);
+  } while (n < 0 && errno == EINTR);
+  ::close(pipefd[0]);
+  int st = 0;
+  pid_t w;
+  do {
+    w = ::waitpid(pid, &st, 0);
+  } while (w < 0 && errno == EINTR);
+  for (int i = 0; i < 4; ++i) ::sigaction(sigs[i], &old[i], nullptr);
+  g_child = 0;
+  if (n == static_cast<ssize_t>(sizeof err)) {
+    cli::Error("run", argv[0] + ": " +
+                          (err == ENOENT ? std::string("command not found") : std::strerror(err)));
+    out.status = err == ENOENT ? kExitLaunchFailed : 126;
+    return out;
+  }
+  out.started = true;
+  if (WIFEXITED(st))
+    out.status = WEXITSTATUS(st);
+  else if (WIFSIGNALED(st))
+    out.status = 128 + WTERMSIG(st);
+  return out;
+}
+
+/// One line on why a run directory holds nothing useful.
+std::string WhyNothing(const std::string& agent, const std::string& dir) {
+  if (!RunFiles(dir).empty()) return "";
+  // The agent is loaded by the CUDA driver at cuInit: without a driver, no program can have
+  // used the GPU; with one, either the agent fails to load (say why) or CUDA was never started.
+  if (void* cuda = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD)) {
+    ::dlclose(cuda);
+  } else if (void* c2 = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    ::dlclose(c2);
+  } else {
+    return "there is no CUDA driver (libcuda.so.1) on this machine, so the program could not "
+           "use a GPU";
+  }
+  void* h = ::dlopen(agent.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  if (!h) {
+    const char* e = ::dlerror();
+    return std::string("the agent did not load: ") + (e ? e : "unknown loader error");
+  }
+  ::dlclose(h);
+  return "the program never initialised CUDA (no CUDA context was created), so the agent was "
+         "never started";
+}
+
+}  // namespace
+
+int CmdRun(const std::vector<std::string>& args) {
+  // Options end at "--" (or at the first word that is not an option).
+  std::vector<std::string> opts, prog;
+  auto dd = std::find(args.begin(), args.end(), "--");
+  if (dd != args.end()) {
+    opts.assign(args.begin(), dd);
+    prog.assign(dd + 1, args.end());
+  } else {
+    opts = args;
+  }
+  CLI::App app{"Profile a CUDA program: kprof run [options] -- PROGRAM [ARGS...]", "kprof run"};
+  std::string out_dir, kinds;
+  int repeat = 1;
+  bool quiet = false, force = false;
+  cli::ViewOptions v;
+  app.add_option("-o,--output", out_dir, "Run directory (default runs/<date-time>)");
+  app.add_option("--kinds", kinds,
+                 "What to record, comma separated: kernel,memcpy,memset,sync,runtime,driver,"
+                 "nvtx,memory,overhead (default: all)");
+  app.add_option("--repeat", repeat, "Run the program N times (DIR/rep1..repN), for kprof diff")
+      ->check(CLI::Range(1, 1000));
+  app.add_flag("-q,--quiet", quiet, "Print no report (the run is still saved)");
+  app.add_flag("--force", force, "Reuse a run directory that already holds a run");
+  cli::AddViewOptions(app, v, false);
+  if (dd == args.end()) app.prefix_command();
+  if (auto rc = cli::Parse(app, opts)) return *rc;
+  if (dd == args.end()) prog = app.remaining();
+  if (prog.empty()) {
+    cli::Error("run", "no program given (usage: kprof run [options] -- PROGRAM [ARGS...])");
+    return kExitUsage;
+  }
+  if (!ParseFormat(v.format) || !ParseGroupBy(v.by)) {
+    cli::Error("run",
+               "--format must be table|csv|json|md and --by kernel|op|range-path|stream|"
+               "device");
+    return kExitUsage;
+  }
+  const std::string agent = FindAgent();
+  if (agent.empty()) {
+    cli::Error("run",
+               "libkprof_agent.so not found next to the kprof executable (set "
+               "KPROF_AGENT to its path); was kprof built with the CUDA toolkit?");
+    return kExitUsage;
+  }
+  if (out_dir.empty()) out_dir = DefaultOutputDir();
+
+  int status = 0;
+  for (int rep = 1; rep <= repeat; ++rep) {
+    std::string dir = repeat == 1 ? out_dir : out_dir + "/rep" + std::to_string(rep);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) {
+      cli::Error("run", dir + ": cannot create: " + ec.message());
+      return kExitUsage;
+    }
+    auto old = RunFiles(dir);
+    if (!old.empty()) {
+      if (!force) {
+        cli::Error("run", dir + ": already holds a run (" + std::to_string(old.size()) +
+                              " .kprof files); choose another -o or pass --force");
+        return kExitUsage;
+      }
+      for (const auto& f : old) fs::remove(f, ec);
+    }
+    std::string abs_dir = fs::absolute(dir).string();
+    std::vector<std::string> env = {"CUDA_INJECTION64_PATH=" + agent,
+                                    "NVTX_INJECTION64_PATH=" + agent,
+                                    "KPROF_OUTPUT_DIR=" + abs_dir};
+    if (!kinds.empty()) env.push_back("KPROF_KINDS=" + kinds);
+    if (const char* prev = std::getenv("CUDA_INJECTION64_PATH"); prev && *prev)
+      std::fprintf(stderr, "kprof run: note: replacing CUDA_INJECTION64_PATH=%s\n", prev);
+
+    Launch l = Start(prog, env);
+    status = l.status;
+    if (!l.started) return status;
+
+    auto files = RunFiles(dir);
+    if (files.empty()) {
+      std::fprintf(stderr, "kprof run: nothing recorded: %s\n", WhyNothing(agent, dir).c_str());
+      continue;
+    }
+    if (quiet && rep < repeat) continue;
+    try {
+      Run run = ReadInputs({dir});
+      size_t records = 0;
+      std::string displaced;
+      for (const auto& p : run.processes) {
+        records += p.records.size();
+        auto it = p.meta.find("displaced");
+        if (it != p.meta.end() && it->second == "1") {
+          auto d = p.meta.find("displaced_detail");
+          displaced = d != p.meta.end() ? d->second : "another CUPTI client took over";
+        }
+      }
+      if (!displaced.empty())
+        std::fprintf(stderr,
+                     "kprof run: warning: another CUPTI client inside the program (such as "
+                     "torch.profiler) displaced kprof's collection: %s\n",
+                     displaced.c_str());
+      size_t gpu = 0;
+      for (const auto& p : run.processes)
+        for (const auto& r : p.records) gpu += IsGpuKind(r.Kind()) ? 1 : 0;
+      if (gpu == 0 && displaced.empty())
+        std::fprintf(stderr, "kprof run: no GPU activity recorded (%zu records in %zu files)\n",
+                     records, run.processes.size());
+      if (!quiet && rep == repeat) cli::Present(run, v, dir);
+    } catch (const InputError& e) {
+      cli::Error("run", e.what());
+    }
+  }
+  return status;
+}
+
+}  // namespace kprof

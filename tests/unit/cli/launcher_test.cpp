@@ -1,0 +1,149 @@
+// kprof run on programs without CUDA: exit statuses, signals, launch failures, options.
+// These run the real kprof executable (KPROF_BINARY_DIR/kprof) as a user would.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "kprof/cli.h"
+#include "kprof/trace.h"
+#include "test_util.h"
+
+extern char** environ;
+
+namespace kprof {
+namespace {
+
+using test::RunCommand;
+using test::TempDir;
+
+std::string RunCmd(const TempDir& d, const std::string& args) {
+  return test::Kprof() + " run -o " + d / "run" + " " + args;
+}
+
+TEST(Launcher, ExitStatusIsTheProgramsOwn) {
+  TempDir d;
+  EXPECT_EQ(RunCommand(RunCmd(d, "-- /bin/true")).status, 0);
+  TempDir d2;
+  EXPECT_EQ(RunCommand(RunCmd(d2, "-- sh -c 'exit 3'")).status, 3);
+  TempDir d3;
+  auto r = RunCommand(RunCmd(d3, "-- sh -c 'echo from-the-program; exit 42'"));
+  EXPECT_EQ(r.status, 42);
+  EXPECT_NE(r.output.find("from-the-program"), std::string::npos);
+}
+
+TEST(Launcher, KilledBySignalGives128PlusN) {
+  TempDir d;
+  EXPECT_EQ(RunCommand(RunCmd(d, "-- sh -c 'kill -TERM $$'")).status, 128 + SIGTERM);
+  TempDir d2;
+  EXPECT_EQ(RunCommand(RunCmd(d2, "-- sh -c 'kill -SEGV $$'")).status, 128 + SIGSEGV);
+  TempDir d3;
+  EXPECT_EQ(RunCommand(RunCmd(d3, "-- sh -c 'kill -ABRT $$'")).status, 128 + SIGABRT);
+}
+
+TEST(Launcher, ProgramNotFoundOrNotExecutable) {
+  TempDir d;
+  auto r = RunCommand(RunCmd(d, "-- kprof-no-such-program-xyz"));
+  EXPECT_EQ(r.status, kExitLaunchFailed);
+  EXPECT_NE(r.output.find("kprof-no-such-program-xyz: command not found"), std::string::npos)
+      << r.output;
+  test::WriteAll(d / "script", "#!/bin/sh\nexit 0\n");  // mode 0644: not executable
+  TempDir d2;
+  r = RunCommand(RunCmd(d2, "-- " + d / "script"));
+  EXPECT_EQ(r.status, 126);
+  EXPECT_NE(r.output.find("Permission denied"), std::string::npos) << r.output;
+}
+
+TEST(Launcher, NothingRecordedSaysWhy) {
+  TempDir d;
+  auto r = RunCommand(RunCmd(d, "-- /bin/true"));
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.output.find("kprof run: nothing recorded: "), std::string::npos) << r.output;
+  // One line.
+  auto pos = r.output.find("nothing recorded");
+  EXPECT_EQ(r.output.find('\n', pos), r.output.size() - 1) << r.output;
+}
+
+TEST(Launcher, UsageErrorsExit2) {
+  TempDir d;
+  auto r = RunCommand(RunCmd(d, "--no-such-option -- /bin/true"));
+  EXPECT_EQ(r.status, kExitUsage);
+  EXPECT_NE(r.output.find("kprof run: "), std::string::npos);
+  r = RunCommand(test::Kprof() + " run");
+  EXPECT_EQ(r.status, kExitUsage);
+  EXPECT_NE(r.output.find("no program given"), std::string::npos);
+  r = RunCommand(RunCmd(d, "--format xml -- /bin/true"));
+  EXPECT_EQ(r.status, kExitUsage);
+  r = RunCommand(test::Kprof() + " frobnicate");
+  EXPECT_EQ(r.status, kExitUsage);
+  EXPECT_NE(r.output.find("unknown command 'frobnicate'"), std::string::npos);
+  EXPECT_EQ(RunCommand(test::Kprof()).status, kExitUsage);
+  EXPECT_EQ(RunCommand(test::Kprof() + " --version").status, 0);
+  EXPECT_EQ(RunCommand(test::Kprof() + " run --help").status, 0);
+}
+
+TEST(Launcher, ProgramWithoutDoubleDash) {
+  TempDir d;
+  EXPECT_EQ(RunCommand(RunCmd(d, "--quiet sh -c 'exit 5'")).status, 5);
+}
+
+TEST(Launcher, RefusesToMixRunsUnlessForced) {
+  TempDir d;
+  std::filesystem::create_directories(d / "run");
+  WriteRunFile(d / "run/kprof.1.kprof", ProcessTrace{});
+  auto r = RunCommand(RunCmd(d, "-- /bin/true"));
+  EXPECT_EQ(r.status, kExitUsage);
+  EXPECT_NE(r.output.find("already holds a run"), std::string::npos) << r.output;
+  EXPECT_EQ(RunCommand(RunCmd(d, "--force -- /bin/true")).status, 0);
+  EXPECT_FALSE(std::filesystem::exists(d / "run/kprof.1.kprof"));
+}
+
+TEST(Launcher, RepeatRunsTheProgramNTimes) {
+  TempDir d;
+  std::string marker = d / "count";
+  auto r = RunCommand(RunCmd(d, "--repeat 3 -- sh -c 'echo x >> " + marker + "'"));
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(test::ReadAll(marker), "x\nx\nx\n");
+  EXPECT_TRUE(std::filesystem::is_directory(d / "run/rep3"));
+}
+
+// SIGTERM sent to kprof (a CI timeout) reaches the program, whose own status kprof returns.
+TEST(Launcher, ForwardsSigtermToTheProgram) {
+  TempDir d;
+  std::string flag = d / "got-term";
+  std::string script = "trap 'echo term > " + flag + "; exit 7' TERM; sleep 20 & wait";
+  std::vector<std::string> args = {test::Kprof(), "run", "-o", d / "run", "--", "sh", "-c", script};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  ASSERT_EQ(::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::kill(pid, SIGTERM);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 7);
+  EXPECT_EQ(test::ReadAll(flag), "term\n");
+}
+
+TEST(Report, BadInputsExit2WithOneLine) {
+  TempDir d;
+  auto r = RunCommand(test::Kprof() + " report " + d / "missing");
+  EXPECT_EQ(r.status, kExitUsage);
+  EXPECT_EQ(r.output, "kprof report: " + d / "missing" + ": no such file or directory\n");
+  test::WriteAll(d / "garbage.json", "{\"traceEvents\": [ {\"ph\": ");
+  r = RunCommand(test::Kprof() + " report " + d / "garbage.json");
+  EXPECT_EQ(r.status, kExitUsage);
+  EXPECT_EQ(r.output.rfind("kprof report: " + d / "garbage.json" + ": ", 0), 0u) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1);
+  r = RunCommand(test::Kprof() + " report");
+  EXPECT_EQ(r.status, kExitUsage);
+}
+
+}  // namespace
+}  // namespace kprof
