@@ -1,0 +1,54 @@
+// hint_excessive_sync [ITERS] [KERNEL_US] [HOST_US]: planted bottleneck for `excessive-sync`.
+// Each iteration runs a kernel of KERNEL_US, waits for it with cudaStreamSynchronize, does HOST_US
+// of host work, runs a second kernel and reads one flag back with a synchronous 4-byte cudaMemcpy
+// (the `.item()` pattern), then HOST_US of host work again. The host waits out every kernel and
+// the GPU idles while the host works. Expected top hint: excessive-sync.
+#include "common.h"
+
+__device__ __forceinline__ unsigned long long GlobalTimerNs() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Busy for about `ns` nanoseconds on every SM, then writes one value per block.
+__global__ void step_kernel(float* out, unsigned long long ns) {
+  const unsigned long long t0 = GlobalTimerNs();
+  float v = threadIdx.x;
+  while (GlobalTimerNs() - t0 < ns) v = v * 0.9999f + 1.0f;
+  if (threadIdx.x == 0) out[blockIdx.x] = v;
+}
+
+static void HostWork(double us) {
+  const double until = NowSeconds() + us * 1e-6;
+  while (NowSeconds() < until) {
+  }
+}
+
+int main(int argc, char** argv) {
+  const long iters = ArgOr(argc, argv, 1, 2000);
+  const unsigned long long kernel_ns = 1000ull * ArgOr(argc, argv, 2, 100);
+  const double host_us = static_cast<double>(ArgOr(argc, argv, 3, 50));
+  const int blocks = 1024;
+  float* out;
+  CHECK(cudaMalloc(&out, blocks * sizeof(float)));
+  cudaStream_t s;
+  CHECK(cudaStreamCreate(&s));
+  float flag = 0;
+  const double t0 = NowSeconds();
+  for (long i = 0; i < iters; ++i) {
+    step_kernel<<<blocks, 128, 0, s>>>(out, kernel_ns);
+    CHECK(cudaStreamSynchronize(s));
+    HostWork(host_us);
+    step_kernel<<<blocks, 128, 0, s>>>(out, kernel_ns);
+    // What .item() does: a synchronous copy (the legacy default stream waits for `s`).
+    CHECK(cudaMemcpy(&flag, out, sizeof(float), cudaMemcpyDeviceToHost));
+    HostWork(host_us);
+  }
+  CHECK_LAUNCH();
+  std::printf("hint_excessive_sync: iters=%ld flag=%g wall_s=%.3f\n", iters, flag,
+              NowSeconds() - t0);
+  CHECK(cudaStreamDestroy(s));
+  CHECK(cudaFree(out));
+  return 0;
+}

@@ -1,0 +1,521 @@
+// Hint rules on in-memory traces: one planted scenario per rule, with its estimate checked
+// against the bound the rule documents (docs/hints.md), a healthy run that raises nothing of
+// warning severity, and the ordering contract.
+#include "kprof/hints.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+#include "trace_builder.h"
+
+namespace kprof {
+namespace {
+
+using testing::TraceBuilder;
+
+constexpr uint64_t B = 1'000'000'000;  // runs start at 1 s (0 means "no timestamp")
+constexpr uint64_t MiB = 1 << 20;
+
+struct Result {
+  kprof::Run run;
+  Analysis an;
+  std::vector<Hint> hints;
+};
+
+Result Compute(Run run) {
+  Result r{std::move(run), {}, {}};
+  r.an = Analyze(r.run);
+  r.hints = ComputeHints(r.run, r.an);
+  return r;
+}
+
+const Hint* Find(const Result& r, const std::string& id) {
+  for (const Hint& h : r.hints)
+    if (h.id == id) return &h;
+  return nullptr;
+}
+
+bool EvidenceMentions(const Hint& h, const std::string& text) {
+  return std::any_of(h.evidence.begin(), h.evidence.end(),
+                     [&](const std::string& e) { return e.find(text) != std::string::npos; });
+}
+
+// --- Scenarios ---------------------------------------------------------------------------------
+
+// 1000 kernels of 2 us, one every 5 us: 3 us idle before each kernel but the first.
+Run LaunchBoundRun() {
+  TraceBuilder b;
+  for (uint64_t i = 0; i < 1000; ++i) {
+    uint64_t t = B + i * 5'000;
+    b.Launch("tiny_step", t, t + 4'500, t + 3'000, t + 5'000);
+  }
+  uint32_t c = b.Api("cudaDeviceSynchronize", B + 4'999'500, B + 5'000'100);
+  b.Sync(SyncKind::ContextSynchronize, B + 4'999'500, B + 5'000'100, c);
+  return b.Build();
+}
+
+// 100 x: kernel 100 us, cudaStreamSynchronize (blocked 104 us), host work, next launch 250 us
+// later. Each of the 99 gaps (150 us) holds a wait of 104 us: 104 us to excessive-sync, the
+// other 46 us to launch-bound.
+Run ExcessiveSyncRun() {
+  TraceBuilder b;
+  for (uint64_t i = 0; i < 100; ++i) {
+    uint64_t t = B + i * 250'000;
+    b.Launch("step_kernel", t, t + 5'000, t + 5'000, t + 105'000);
+    uint32_t c = b.Api("cudaStreamSynchronize", t + 6'000, t + 110'000);
+    b.Sync(SyncKind::StreamSynchronize, t + 6'000, t + 110'000, c, 7);
+  }
+  return b.Build();
+}
+
+// Like ExcessiveSyncRun but the wait is a synchronous 4-byte cudaMemcpy DtoH (`.item()`).
+Run SyncCopyRun() {
+  TraceBuilder b;
+  for (uint64_t i = 0; i < 100; ++i) {
+    uint64_t t = B + i * 250'000;
+    b.Launch("step_kernel", t, t + 5'000, t + 5'000, t + 105'000);
+    uint32_t c = b.Api("cudaMemcpy", t + 6'000, t + 112'000);
+    b.Memcpy(CopyKind::DtoH, MemKind::Device, MemKind::Pageable, 4, t + 106'000, t + 108'000, c,
+             false);
+  }
+  return b.Build();
+}
+
+// One pinned 64 MiB copy in 1.6 ms, then ten pageable 64 MiB copies of 6 ms each.
+Run PageableRun() {
+  TraceBuilder b;
+  uint32_t c = b.Api("cudaMemcpy", B, B + 1'700'000);
+  b.Memcpy(CopyKind::HtoD, MemKind::Pinned, MemKind::Device, 64 * MiB, B + 50'000, B + 1'650'000, c,
+           false);
+  for (uint64_t i = 0; i < 10; ++i) {
+    uint64_t t = B + 2'000'000 + i * 6'500'000;
+    c = b.Api("cudaMemcpy", t, t + 6'200'000);
+    b.Memcpy(CopyKind::HtoD, MemKind::Pageable, MemKind::Device, 64 * MiB, t + 100'000,
+             t + 6'100'000, c, false);
+  }
+  return b.Build();
+}
+
+// 1000 synchronous 256-byte copies, each call 8 us, one every 10 us.
+Run SmallTransfersRun() {
+  TraceBuilder b;
+  for (uint64_t i = 0; i < 1000; ++i) {
+    uint64_t t = B + i * 10'000;
+    uint32_t c = b.Api("cudaMemcpy", t, t + 8'000);
+    b.Memcpy(CopyKind::HtoD, MemKind::Pageable, MemKind::Device, 256, t + 5'000, t + 6'500, c,
+             false);
+  }
+  return b.Build();
+}
+
+// 100 x: cudaMalloc 1 MiB (49 us), kernel 20 us, cudaFree (64 us); period 120 us.
+Run AllocChurnRun() {
+  TraceBuilder b;
+  for (uint64_t i = 0; i < 100; ++i) {
+    uint64_t t = B + i * 120'000;
+    uint32_t c = b.Api("cudaMalloc", t + 1'000, t + 50'000);
+    b.Mem(true, MiB, t + 40'000, c, 0x7f0000000000);
+    b.Launch("fill_scratch", t + 50'000, t + 55'000, t + 55'000, t + 75'000);
+    c = b.Api("cudaFree", t + 56'000, t + 120'000);
+    b.Mem(false, MiB, t + 110'000, c, 0x7f0000000000);
+  }
+  return b.Build();
+}
+
+// 20 x: 8 ms of host work in NVTX range load_batch, then a 1.99 ms kernel: 8.01 ms idle gaps.
+Run IdleGapsRun() {
+  TraceBuilder b;
+  for (uint64_t i = 0; i < 20; ++i) {
+    uint64_t t = B + i * 10'000'000;
+    b.Range("load_batch", t, t + 8'000'000);
+    b.Launch("train_kernel", t + 8'000'000, t + 8'005'000, t + 8'010'000, t + 10'000'000);
+  }
+  return b.Build();
+}
+
+// 50 x on one stream: HtoD 1 ms, kernel 1.5 ms, DtoH 1 ms, all queued, no overlap.
+Run NoOverlapRun() {
+  TraceBuilder b;
+  for (uint64_t i = 0; i < 50; ++i) {
+    uint64_t a = B + i * 3'000, t = B + 100'000 + i * 3'500'000;
+    uint32_t c = b.Api("cudaMemcpyAsync", a, a + 1'000);
+    b.Memcpy(CopyKind::HtoD, MemKind::Pinned, MemKind::Device, 32 * MiB, t, t + 1'000'000, c, true);
+    b.Launch("compute_chunk", a + 1'000, a + 2'000, t + 1'000'000, t + 2'500'000);
+    c = b.Api("cudaMemcpyAsync", a + 2'000, a + 3'000);
+    b.Memcpy(CopyKind::DtoH, MemKind::Device, MemKind::Pinned, 32 * MiB, t + 2'500'000,
+             t + 3'500'000, c, true);
+  }
+  uint64_t end = B + 100'000 + 50 * 3'500'000 + 5'000;
+  uint32_t c = b.Api("cudaStreamSynchronize", B + 150'000, end);
+  b.Sync(SyncKind::StreamSynchronize, B + 150'000, end, c, 7);
+  return b.Build();
+}
+
+// 100 launches of 2 ms with 8 blocks on a 132-SM GPU, back to back.
+Run UnderfilledRun() {
+  TraceBuilder b;
+  b.Device(0, "NVIDIA H100 80GB HBM3", 132);
+  for (uint64_t i = 0; i < 100; ++i) {
+    uint64_t a = B + i * 5'000, t = B + 10'000 + i * 2'000'000;
+    b.Launch("block_sum(float const*, unsigned long, float*)", a, a + 4'000, t, t + 2'000'000,
+             {8, 1, 1});
+  }
+  return b.Build();
+}
+
+// 100 FP32 SIMT GEMMs of 1 ms interleaved with 100 TF32 tensor-core GEMMs of 0.2 ms.
+Run Fp32GemmRun() {
+  TraceBuilder b;
+  uint64_t t = B + 10'000;
+  for (uint64_t i = 0; i < 100; ++i) {
+    uint64_t a = B + i * 2'000;
+    b.Launch("ampere_sgemm_128x64_nn", a, a + 900, t, t + 1'000'000);
+    t += 1'000'000;
+    b.Launch("cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4", a + 1'000, a + 1'900, t,
+             t + 200'000);
+    t += 200'000;
+  }
+  return b.Build();
+}
+
+// 50 x: matmul_tile 100 us, then elementwise 40 us, softmax 60 us, layer_norm 50 us.
+Run ChainRun() {
+  TraceBuilder b;
+  const std::pair<const char*, uint64_t> step[] = {
+      {"matmul_tile", 100'000},
+      {"void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>()",
+       40'000},
+      {"softmax_warp_forward", 60'000},
+      {"layer_norm_kernel", 50'000}};
+  uint64_t t = B + 10'000, a = B;
+  for (uint64_t i = 0; i < 50; ++i)
+    for (const auto& [name, d] : step) {
+      b.Launch(name, a, a + 800, t, t + d);
+      a += 1'000;
+      t += d;
+    }
+  return b.Build();
+}
+
+// 10 x: prepare_input 0.5 ms, transpose_naive 9 ms, finalize_output 0.5 ms, back to back.
+Run DominantRun() {
+  TraceBuilder b;
+  const std::pair<const char*, uint64_t> step[] = {
+      {"prepare_input", 500'000}, {"transpose_naive", 9'000'000}, {"finalize_output", 500'000}};
+  uint64_t t = B + 10'000, a = B;
+  for (uint64_t i = 0; i < 10; ++i)
+    for (const auto& [name, d] : step) {
+      b.Launch(name, a, a + 800, t, t + d);
+      a += 1'000;
+      t += d;
+    }
+  return b.Build();
+}
+
+// 10 kernels of 1 ms; 2 ms of profiler overhead (two overlapping records); 5000 records dropped.
+Run DataLossRun() {
+  TraceBuilder b;
+  for (uint64_t i = 0; i < 10; ++i)
+    b.Launch("work", B + i * 1'000, B + i * 1'000 + 800, B + 10'000 + i * 1'000'000,
+             B + 10'000 + (i + 1) * 1'000'000);
+  b.Overhead(OverheadKind::BufferFlush, B + 2'000'000, B + 3'000'000);
+  b.Overhead(OverheadKind::Instrumentation, B + 2'500'000, B + 4'000'000);
+  b.Overhead(OverheadKind::LazyFunctionLoading, B + 5'000'000, B + 9'000'000);  // not kprof's
+  b.Stats().records_written = 100'000;
+  b.Stats().dropped_records = 5'000;
+  return b.Build();
+}
+
+// Large BF16 GEMMs queued back to back after one-time set-up: allocations, two fill kernels,
+// 30 ms of first-launch module loading, 200 GEMMs of 1.5 ms with 1 us between them, one wait.
+Run HealthyRun() {
+  TraceBuilder b;
+  b.Device(0, "NVIDIA H100 80GB HBM3", 132);
+  for (uint64_t i = 0; i < 3; ++i) {
+    uint32_t c = b.Api("cudaMalloc", B + i * 100'000, B + i * 100'000 + 90'000);
+    b.Mem(true, 128 * MiB, B + i * 100'000 + 80'000, c, 0x7f0000000000 + i * 128 * MiB);
+  }
+  b.Launch("fill_bf16", B + 300'000, B + 305'000, B + 400'000, B + 600'000);
+  b.Launch("fill_bf16", B + 306'000, B + 310'000, B + 600'000, B + 800'000);
+  const std::string gemm = "nvjet_tst_256x128_64x4_1x2_h_bz_coopA_NNT";
+  b.Launch(gemm, B + 800'000, B + 30'800'000, B + 31'000'000, B + 32'500'000);
+  for (uint64_t j = 1; j < 200; ++j) {
+    uint64_t a = B + 30'800'000 + j * 5'000, t = B + 31'000'000 + j * 1'501'000;
+    b.Launch(gemm, a, a + 4'000, t, t + 1'500'000);
+  }
+  uint64_t last = B + 31'000'000 + 199 * 1'501'000 + 1'500'000;
+  uint32_t c = b.Api("cudaStreamSynchronize", B + 32'000'000, last + 10'000);
+  b.Sync(SyncKind::StreamSynchronize, B + 32'000'000, last + 10'000, c, 7);
+  for (uint64_t i = 0; i < 3; ++i) {
+    uint64_t t = last + 20'000 + i * 100'000;
+    c = b.Api("cudaFree", t, t + 80'000);
+    b.Mem(false, 128 * MiB, t + 50'000, c, 0x7f0000000000 + i * 128 * MiB);
+  }
+  return b.Build();
+}
+
+struct Scenario {
+  const char* name;
+  std::function<Run()> make;
+};
+
+const std::vector<Scenario>& Scenarios() {
+  static const std::vector<Scenario> s = {{"launch-bound", LaunchBoundRun},
+                                          {"excessive-sync", ExcessiveSyncRun},
+                                          {"sync-copy", SyncCopyRun},
+                                          {"pageable-memcpy", PageableRun},
+                                          {"small-transfers", SmallTransfersRun},
+                                          {"alloc-churn", AllocChurnRun},
+                                          {"gpu-idle-gaps", IdleGapsRun},
+                                          {"no-copy-compute-overlap", NoOverlapRun},
+                                          {"underfilled-grid", UnderfilledRun},
+                                          {"fp32-gemm", Fp32GemmRun},
+                                          {"memory-bound-chain", ChainRun},
+                                          {"dominant-kernel", DominantRun},
+                                          {"profiler-data-loss", DataLossRun},
+                                          {"healthy", HealthyRun}};
+  return s;
+}
+
+// --- Per-rule tests ----------------------------------------------------------------------------
+
+TEST(Hints, LaunchBoundIsTopAndBoundedByIdleBetweenKernels) {
+  Result r = Compute(LaunchBoundRun());
+  ASSERT_FALSE(r.hints.empty());
+  const Hint& h = r.hints.front();
+  EXPECT_EQ(h.id, "launch-bound");
+  EXPECT_EQ(h.est_saving_ns, 999u * 3'000);  // the 999 gaps between kernels
+  EXPECT_EQ(h.severity, Severity::Critical);
+  EXPECT_LE(h.est_saving_ns, r.an.summary.wall_ns - r.an.summary.gpu_busy_ns);
+  EXPECT_TRUE(EvidenceMentions(h, "1000 kernel launches"));
+  EXPECT_EQ(Find(r, "excessive-sync"), nullptr);  // the final wait is followed by nothing
+}
+
+TEST(Hints, ExcessiveSyncIsTopAndSplitsGapsWithLaunchBound) {
+  Result r = Compute(ExcessiveSyncRun());
+  ASSERT_FALSE(r.hints.empty());
+  const Hint& h = r.hints.front();
+  EXPECT_EQ(h.id, "excessive-sync");
+  EXPECT_EQ(h.est_saving_ns, 99u * 104'000);  // min(gap 150 us, blocked 104 us) per gap
+  EXPECT_LE(h.est_saving_ns, r.an.summary.sync_ns);
+  EXPECT_EQ(h.severity, Severity::Critical);
+  EXPECT_TRUE(EvidenceMentions(h, "cudaStreamSynchronize: 100 calls"));
+  const Hint* lb = Find(r, "launch-bound");
+  ASSERT_NE(lb, nullptr);
+  EXPECT_EQ(lb->est_saving_ns, 99u * 46'000);  // the rest of each gap
+}
+
+TEST(Hints, SynchronousCopyCountsAsAWaitNotAsTransferCost) {
+  Result r = Compute(SyncCopyRun());
+  ASSERT_FALSE(r.hints.empty());
+  EXPECT_EQ(r.hints.front().id, "excessive-sync");
+  // Blocked: the call's time before its copy while the kernel still ran (t+6 us .. t+105 us).
+  EXPECT_EQ(r.hints.front().est_saving_ns, 99u * 99'000);
+  EXPECT_TRUE(EvidenceMentions(r.hints.front(), "cudaMemcpy (DtoH, synchronous): 100 calls"));
+  const Hint* st = Find(r, "small-transfers");
+  ASSERT_NE(st, nullptr);
+  // Per copy: call + copy (106 us) minus the 99 us wait = 7 us; all but one median copy saved;
+  // 4 bytes at 50 GB/s round to 0 ns.
+  EXPECT_EQ(st->est_saving_ns, 100u * 7'000 - 7'000);
+}
+
+TEST(Hints, PageableMemcpyIsTopAndBoundedByPinnedBandwidth) {
+  Result r = Compute(PageableRun());
+  ASSERT_FALSE(r.hints.empty());
+  const Hint& h = r.hints.front();
+  EXPECT_EQ(h.id, "pageable-memcpy");
+  // Each 64 MiB pageable copy (6 ms) against the run's pinned 64 MiB copy (1.6 ms).
+  EXPECT_EQ(h.est_saving_ns, 10u * (6'000'000 - 1'600'000));
+  EXPECT_TRUE(EvidenceMentions(h, "fastest pinned copy of this run"));
+  EXPECT_EQ(Find(r, "small-transfers"), nullptr);
+}
+
+TEST(Hints, SmallTransfersIsTopAndBoundedByOneBatchedCopy) {
+  Result r = Compute(SmallTransfersRun());
+  ASSERT_FALSE(r.hints.empty());
+  const Hint& h = r.hints.front();
+  EXPECT_EQ(h.id, "small-transfers");
+  // 1000 copies of 8 us (call spans copy) minus one median copy minus 1000 x 256 B at 50 GB/s
+  // (5.12 ns, rounded per copy to 5 ns).
+  EXPECT_EQ(h.est_saving_ns, 1000u * 8'000 - 8'000 - 1000 * 5);
+  EXPECT_TRUE(EvidenceMentions(h, "cudaMemcpy: 1000 small copies"));
+  EXPECT_EQ(Find(r, "pageable-memcpy"), nullptr);  // below the small-copy size
+}
+
+TEST(Hints, AllocChurnIsTopAndCountsOnlyTheSteadyState) {
+  Result r = Compute(AllocChurnRun());
+  ASSERT_FALSE(r.hints.empty());
+  const Hint& h = r.hints.front();
+  EXPECT_EQ(h.id, "alloc-churn");
+  // Wall 11.999 ms: calls from 1.2009 ms on are steady state (iterations 10..99): 90 cudaMalloc
+  // of 49 us and 90 cudaFree of 64 us.
+  EXPECT_EQ(h.est_saving_ns, 90u * 49'000 + 90u * 64'000);
+  EXPECT_TRUE(EvidenceMentions(h, "cudaMalloc: 90 calls"));
+  EXPECT_TRUE(EvidenceMentions(h, "cudaFree: 90 calls"));
+  // Gaps are 100 us, of which 94 us are spent in cudaFree/cudaMalloc: 6 us left per gap.
+  const Hint* lb = Find(r, "launch-bound");
+  ASSERT_NE(lb, nullptr);
+  EXPECT_EQ(lb->est_saving_ns, 99u * 6'000);
+}
+
+TEST(Hints, GpuIdleGapsIsTopAndNamesTheHostRange) {
+  Result r = Compute(IdleGapsRun());
+  ASSERT_FALSE(r.hints.empty());
+  const Hint& h = r.hints.front();
+  EXPECT_EQ(h.id, "gpu-idle-gaps");
+  EXPECT_EQ(h.est_saving_ns, 19u * 8'010'000);
+  EXPECT_TRUE(EvidenceMentions(h, "in NVTX range 'load_batch'"));
+  EXPECT_EQ(Find(r, "launch-bound"), nullptr);
+}
+
+TEST(Hints, NoCopyComputeOverlapIsTopAndBoundedByTheShorterSide) {
+  Result r = Compute(NoOverlapRun());
+  ASSERT_FALSE(r.hints.empty());
+  const Hint& h = r.hints.front();
+  EXPECT_EQ(h.id, "no-copy-compute-overlap");
+  EXPECT_EQ(h.est_saving_ns, 50u * 1'500'000);  // min(copies 100 ms, kernels 75 ms)
+  EXPECT_TRUE(EvidenceMentions(h, "dev 0 stream 7: 100 copies"));
+  EXPECT_EQ(Find(r, "excessive-sync"), nullptr);
+}
+
+TEST(Hints, UnderfilledGridIsTopAndScalesBySmCount) {
+  Result r = Compute(UnderfilledRun());
+  ASSERT_FALSE(r.hints.empty());
+  const Hint& h = r.hints.front();
+  EXPECT_EQ(h.id, "underfilled-grid");
+  EXPECT_EQ(h.est_saving_ns, 100u * (2'000'000 - 2'000'000 * 8 / 132));
+  EXPECT_TRUE(EvidenceMentions(h, "at most 8 blocks for 132 SMs"));
+}
+
+TEST(Hints, UnderfilledGridNeedsTheSmCount) {
+  kprof::Run run = UnderfilledRun();
+  run.processes[0].meta.clear();
+  Result r = Compute(std::move(run));
+  EXPECT_EQ(Find(r, "underfilled-grid"), nullptr);
+}
+
+TEST(Hints, Fp32GemmIsTopAndCountsOnlyFp32Kernels) {
+  Result r = Compute(Fp32GemmRun());
+  ASSERT_FALSE(r.hints.empty());
+  const Hint& h = r.hints.front();
+  EXPECT_EQ(h.id, "fp32-gemm");
+  EXPECT_EQ(h.est_saving_ns, 100u * (1'000'000 - 1'000'000 / 16));  // TF32 kernels excluded
+  EXPECT_TRUE(EvidenceMentions(h, "ampere_sgemm_128x64_nn: 100 calls"));
+}
+
+TEST(Hints, MemoryBoundChainIsTopAndKeepsTheLongestMember) {
+  Result r = Compute(ChainRun());
+  ASSERT_FALSE(r.hints.empty());
+  const Hint& h = r.hints.front();
+  EXPECT_EQ(h.id, "memory-bound-chain");
+  EXPECT_EQ(h.est_saving_ns, 50u * (150'000 - 60'000));  // matmul_tile breaks the chains
+  EXPECT_TRUE(EvidenceMentions(h, "150 kernels in 50 chains"));
+  EXPECT_EQ(Find(r, "dominant-kernel"), nullptr);  // matmul_tile has 40%
+}
+
+TEST(Hints, DominantKernelIsInformationalWithStats) {
+  Result r = Compute(DominantRun());
+  ASSERT_EQ(r.hints.size(), 1u);
+  const Hint& h = r.hints.front();
+  EXPECT_EQ(h.id, "dominant-kernel");
+  EXPECT_EQ(h.severity, Severity::Info);
+  EXPECT_EQ(h.est_saving_ns, 0u);
+  EXPECT_EQ(h.summary, "One kernel takes 90.0% of GPU time: start there");
+  EXPECT_TRUE(EvidenceMentions(h, "transpose_naive"));
+  EXPECT_TRUE(EvidenceMentions(h, "10 calls, total 90.00 ms"));
+}
+
+TEST(Hints, ProfilerDataLossIsTopAndPricesOnlyProfilerOverhead) {
+  Result r = Compute(DataLossRun());
+  ASSERT_FALSE(r.hints.empty());
+  const Hint& h = r.hints.front();
+  EXPECT_EQ(h.id, "profiler-data-loss");
+  EXPECT_EQ(h.est_saving_ns, 2'000'000u);     // union of the flush and instrumentation records
+  EXPECT_EQ(h.severity, Severity::Critical);  // 5000 of 105000 records lost
+  EXPECT_TRUE(EvidenceMentions(h, "5000 records dropped"));
+}
+
+TEST(Hints, HealthyGemmRunRaisesNothingAboveInfo) {
+  Result r = Compute(HealthyRun());
+  for (const Hint& h : r.hints) EXPECT_EQ(h.severity, Severity::Info) << h.id << ": " << h.summary;
+  ASSERT_EQ(r.hints.size(), 1u);
+  EXPECT_EQ(r.hints.front().id, "dominant-kernel");
+}
+
+// --- Contract tests ----------------------------------------------------------------------------
+
+TEST(Hints, OrderingIsCostThenSeverityThenId) {
+  // Equal (zero) cost: the critical data-loss hint comes before the informational one.
+  TraceBuilder b;
+  for (uint64_t i = 0; i < 10; ++i)
+    b.Launch("work", B + i * 1'000, B + i * 1'000 + 800, B + 10'000 + i * 1'000'000,
+             B + 10'000 + (i + 1) * 1'000'000);
+  b.Stats().records_written = 100;
+  b.Stats().dropped_records = 10;
+  Result r = Compute(b.Build());
+  ASSERT_EQ(r.hints.size(), 2u);
+  EXPECT_EQ(r.hints[0].id, "profiler-data-loss");
+  EXPECT_EQ(r.hints[1].id, "dominant-kernel");
+
+  for (const auto& s : Scenarios()) {
+    Result x = Compute(s.make());
+    for (size_t i = 1; i < x.hints.size(); ++i) {
+      const Hint &a = x.hints[i - 1], &c = x.hints[i];
+      bool ordered = a.est_saving_ns != c.est_saving_ns ? a.est_saving_ns > c.est_saving_ns
+                     : a.severity != c.severity         ? a.severity > c.severity
+                                                        : a.id < c.id;
+      EXPECT_TRUE(ordered) << s.name << ": " << a.id << " before " << c.id;
+    }
+  }
+}
+
+TEST(Hints, EveryHintIsCompleteAndBounded) {
+  for (const auto& s : Scenarios()) {
+    Result x = Compute(s.make());
+    const RunSummary& S = x.an.summary;
+    uint64_t idle_rules = 0;
+    for (const Hint& h : x.hints) {
+      SCOPED_TRACE(std::string(s.name) + " / " + h.id);
+      EXPECT_FALSE(h.summary.empty());
+      EXPECT_FALSE(h.evidence.empty());
+      EXPECT_FALSE(h.assumption.empty());
+      EXPECT_FALSE(h.fix_cuda.empty());
+      EXPECT_FALSE(h.fix_pytorch.empty());
+      EXPECT_LE(h.est_saving_ns, S.wall_ns);
+      EXPECT_DOUBLE_EQ(h.est_saving_pct, 100.0 * static_cast<double>(h.est_saving_ns) /
+                                             static_cast<double>(S.wall_ns));
+      if (h.id == "launch-bound" || h.id == "excessive-sync" || h.id == "gpu-idle-gaps")
+        idle_rules += h.est_saving_ns;
+    }
+    // The three idle-time rules split the idle time; together they never exceed it.
+    EXPECT_LE(idle_rules, S.wall_ns - S.gpu_busy_ns) << s.name;
+  }
+}
+
+TEST(Hints, EveryRuleIsExercised) {
+  std::set<std::string> produced;
+  for (const auto& s : Scenarios())
+    for (const Hint& h : Compute(s.make()).hints) produced.insert(h.id);
+  for (const std::string& id : HintIds()) EXPECT_TRUE(produced.count(id)) << id;
+  EXPECT_EQ(produced.size(), HintIds().size());
+}
+
+TEST(Hints, IdsAndSeverityNames) {
+  const auto& ids = HintIds();
+  EXPECT_EQ(ids.size(), 12u);
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size());
+  EXPECT_STREQ(SeverityName(Severity::Info), "info");
+  EXPECT_STREQ(SeverityName(Severity::Warning), "warning");
+  EXPECT_STREQ(SeverityName(Severity::Critical), "critical");
+}
+
+TEST(Hints, EmptyRunHasNoHints) {
+  kprof::Run run;
+  EXPECT_TRUE(ComputeHints(run, Analyze(run)).empty());
+}
+
+}  // namespace
+}  // namespace kprof
