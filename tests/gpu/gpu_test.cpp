@@ -19,6 +19,7 @@
 
 #include "gtest/gtest.h"
 #include "kprof/analysis.h"
+#include "kprof/hints.h"
 #include "kprof/trace.h"
 
 namespace fs = std::filesystem;
@@ -382,4 +383,57 @@ TEST(Gpu, TorchProfilerInsideTheProgramIsDetected) {
                    Src("tests/gpu/scripts/torch_profiler_inside.py")});
   EXPECT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("displaced"), std::string::npos) << r.out;
+}
+
+// Issue 4: each planted workload's top hint is the planted rule; the healthy GEMM raises nothing
+// of warning severity or above.
+struct PlantedCase {
+  const char* workload;
+  const char* expected;
+};
+
+class GpuHints : public ::testing::TestWithParam<PlantedCase> {};
+
+TEST_P(GpuHints, TopHintIsThePlantedOne) {
+  REQUIRE_GPU();
+  const PlantedCase& c = GetParam();
+  std::string dir = FreshDir(std::string("hint-") + c.workload);
+  Result r = Kprof(dir, {Bin(std::string("kernels/") + c.workload)});
+  ASSERT_EQ(r.status, 0) << r.out;
+  kprof::Run run = ReadInputs({dir});
+  ExpectClean(Only(run));
+  Analysis a = Analyze(run);
+  std::vector<Hint> hints = ComputeHints(run, a);
+  ASSERT_FALSE(hints.empty()) << c.workload << " raised no hint";
+  std::string ids;
+  for (const Hint& h : hints) ids += h.id + " ";
+  EXPECT_EQ(hints.front().id, c.expected) << "hints raised: " << ids;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Planted, GpuHints,
+    ::testing::Values(PlantedCase{"hint_launch_bound", "launch-bound"},
+                      PlantedCase{"hint_excessive_sync", "excessive-sync"},
+                      PlantedCase{"hint_pageable_memcpy", "pageable-memcpy"},
+                      PlantedCase{"hint_small_transfers", "small-transfers"},
+                      PlantedCase{"hint_alloc_churn", "alloc-churn"},
+                      PlantedCase{"hint_gpu_idle_gaps", "gpu-idle-gaps"},
+                      PlantedCase{"hint_no_overlap", "no-copy-compute-overlap"},
+                      PlantedCase{"hint_underfilled_grid", "underfilled-grid"},
+                      PlantedCase{"hint_fp32_gemm", "fp32-gemm"},
+                      PlantedCase{"hint_memory_bound_chain", "memory-bound-chain"},
+                      PlantedCase{"hint_dominant_kernel", "dominant-kernel"}),
+    [](const ::testing::TestParamInfo<PlantedCase>& i) { return std::string(i.param.workload); });
+
+TEST(GpuHintsHealthy, HealthyGemmRaisesNothingAboveInfo) {
+  REQUIRE_GPU();
+  std::string dir = FreshDir("hint-healthy_gemm");
+  Result r = Kprof(dir, {Bin("kernels/healthy_gemm")});
+  ASSERT_EQ(r.status, 0) << r.out;
+  kprof::Run run = ReadInputs({dir});
+  ExpectClean(Only(run));
+  Analysis a = Analyze(run);
+  for (const Hint& h : ComputeHints(run, a)) {
+    EXPECT_EQ(h.severity, Severity::Info) << h.id << ": " << h.summary;
+  }
 }

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Everything that needs the GPU, in one batch (device time is scarce): the GPU test suite, the
+# fixture recordings, the CI-regression acceptance (kprof diff), the agent overhead benchmark and
+# an nsys comparison. Writes logs and a tarball of recordings under OUT.
+#   scripts/gpu_session.sh OUT [BUILD_DIR=build] [STEPS="tests fixtures diff bench nsys"]
+# Each step has its own time limit so that one failure does not cost the others.
+set -uo pipefail
+OUT=${1:?usage: scripts/gpu_session.sh OUT [BUILD_DIR] [STEPS]}
+BUILD=${2:-build}
+STEPS=${3:-"tests fixtures diff bench nsys"}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+# The test binaries were configured at /work/main; make that path valid here.
+if [ "$ROOT" != /work/main ] && [ ! -e /work/main ]; then
+  mkdir -p /work && ln -sfn "$ROOT" /work/main
+fi
+export PATH=/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH
+export PYTHONUNBUFFERED=1
+{
+  nvidia-smi -L; nvidia-smi --query-gpu=driver_version,clocks.sm,clocks.mem --format=csv
+  python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.is_available())'
+} > "$OUT/env.txt" 2>&1
+
+step() { [[ " $STEPS " == *" $1 "* ]]; }
+
+if step tests; then
+  timeout 420 ctest --test-dir "$BUILD" -L gpu --output-on-failure -j1 > "$OUT/gpu_tests.log" 2>&1
+  echo "gpu tests: rc=$?" | tee -a "$OUT/summary.txt"
+  tail -n 25 "$OUT/gpu_tests.log" >> "$OUT/summary.txt"
+fi
+
+if step fixtures; then
+  rm -rf tests/fixtures/gpu examples/default-run
+  timeout 300 scripts/record_fixtures.sh "$BUILD" tests/fixtures/gpu > "$OUT/fixtures.log" 2>&1
+  echo "fixtures: rc=$?" | tee -a "$OUT/summary.txt"
+  mkdir -p examples
+  timeout 60 "$BUILD/kprof" run --quiet -o examples/default-run -- python3 examples/train_mlp.py \
+    > "$OUT/default_run.log" 2>&1
+  echo "default-run: rc=$?" | tee -a "$OUT/summary.txt"
+  tar czf "$OUT/recordings.tgz" tests/fixtures/gpu examples/default-run 2>>"$OUT/summary.txt"
+fi
+
+if step diff; then
+  D=/tmp/kprof-diff
+  rm -rf "$D"
+  {
+    for side in base same; do
+      "$BUILD/kprof" run --quiet --repeat 5 -o "$D/$side" -- "$BUILD/kernels/train_step" 50 0
+    done
+    "$BUILD/kprof" run --quiet --repeat 5 -o "$D/slow10" -- "$BUILD/kernels/train_step" 50 10
+    echo "== kprof diff base same (expect exit 0)"
+    "$BUILD/kprof" diff "$D/base" "$D/same"; echo "exit=$?"
+    echo "== kprof diff base slow10 (expect exit 1, naming attention_like)"
+    "$BUILD/kprof" diff "$D/base" "$D/slow10"; echo "exit=$?"
+    "$BUILD/kprof" diff "$D/base" "$D/slow10" --format md; echo "exit=$?"
+    echo "== kprof check against a budget written from base"
+    "$BUILD/kprof" check "$D/base" --write-budget "$D/budget.json"; echo "exit=$?"
+    "$BUILD/kprof" check "$D/same" --budget "$D/budget.json"; echo "exit=$?"
+  } > "$OUT/diff.log" 2>&1
+  grep -E "^(==|exit=)" "$OUT/diff.log" >> "$OUT/summary.txt"
+  tar czf "$OUT/diff_runs.tgz" -C /tmp kprof-diff
+fi
+
+if step bench; then
+  timeout 400 scripts/bench_overhead.sh "$BUILD" 1000000 5 /tmp/kprof-bench > "$OUT/bench.log" 2>&1
+  echo "bench: rc=$?" | tee -a "$OUT/summary.txt"
+  grep -vE "^run " "$OUT/bench.log" | tail -n 20 >> "$OUT/summary.txt"
+fi
+
+if step nsys; then
+  NSYS=$(ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -n 1)
+  if [ -n "$NSYS" ]; then
+    for i in 1 2 3; do
+      "$BUILD/kernels/kernel_storm" 1000000 | grep wall_s | sed "s/^/plain $i /"
+      timeout 120 "$NSYS" profile -t cuda --sample=none --cpuctxsw=none -o /tmp/nsys-storm-$i -f true \
+        "$BUILD/kernels/kernel_storm" 1000000 2>&1 | grep wall_s | sed "s/^/nsys $i /"
+      "$BUILD/kprof" run --quiet -o /tmp/kprof-nsys-$i --force -- "$BUILD/kernels/kernel_storm" 1000000 \
+        | grep wall_s | sed "s/^/kprof $i /"
+    done > "$OUT/nsys.log" 2>&1
+  else
+    echo "nsys not found" > "$OUT/nsys.log"
+  fi
+  cat "$OUT/nsys.log" >> "$OUT/summary.txt"
+fi
+cat "$OUT/summary.txt"
