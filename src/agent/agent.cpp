@@ -6,8 +6,8 @@
 // Rules (someone else's process): no exception escapes, no exit(), every CUPTI call checked; a
 // failure disables collection and the program runs on.
 
-#include <cupti.h>
 #include <cuda.h>
+#include <cupti.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -43,10 +43,10 @@
 namespace kprof::agent {
 namespace {
 
-constexpr size_t kBufferBytes = 4u << 20;      // one CUPTI activity buffer
-constexpr size_t kSoftBufferLimit = 8;         // buffers in flight before the app thread waits
-constexpr size_t kHardBufferLimit = 32;        // beyond this CUPTI drops records (counted)
-constexpr int kExitFlushTimeoutMs = 5000;      // guard against flushes that hang at exit
+size_t g_buffer_bytes = 2u << 20;        // one CUPTI activity buffer (KPROF_BUFFER_MB; set at init)
+constexpr size_t kSoftBufferLimit = 8;   // buffers in flight before the app thread waits
+constexpr size_t kHardBufferLimit = 32;  // beyond this CUPTI drops records (counted)
+constexpr int kExitFlushTimeoutMs = 5000;  // guard against flushes that hang at exit
 constexpr int kSignalFlushTimeoutMs = 3000;
 
 std::string Env(const char* name) {
@@ -151,9 +151,9 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
     buf = a.free_buffers.back();
     a.free_buffers.pop_back();
   } else if (a.allocated < kHardBufferLimit) {
-    buf = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
-    if (buf == nullptr) return;  // CUPTI drops these records; they are counted
-    std::memset(buf, 0, kBufferBytes);  // zeroed (CUPTI told so) and pre-faulted
+    buf = static_cast<uint8_t*>(std::aligned_alloc(8, g_buffer_bytes));
+    if (buf == nullptr) return;           // CUPTI drops these records; they are counted
+    std::memset(buf, 0, g_buffer_bytes);  // zeroed (CUPTI told so) and pre-faulted
     a.ours.insert(buf);
     ++a.allocated;
   } else {
@@ -161,7 +161,7 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
   }
   ++a.outstanding;
   *buffer = buf;
-  *size = kBufferBytes;
+  *size = g_buffer_bytes;
 }
 
 void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* buffer, size_t /*size*/,
@@ -241,7 +241,7 @@ void WriterLoop() {
   Agent& a = A();
   Interner strings;
   std::vector<Record> staging;
-  staging.reserve(kBufferBytes / 32);
+  staging.reserve(g_buffer_bytes / 32);
   auto last_stats = std::chrono::steady_clock::now();
   while (true) {
     Agent::Pending p{};
@@ -387,9 +387,9 @@ void SignalThreadLoop() {
       return;
     }
     struct sigaction& old = a.old_actions[sig];
-    bool program_handles = (old.sa_flags & SA_SIGINFO) ? old.sa_sigaction != nullptr
-                                                       : (old.sa_handler != SIG_DFL &&
-                                                          old.sa_handler != SIG_IGN);
+    bool program_handles = (old.sa_flags & SA_SIGINFO)
+                               ? old.sa_sigaction != nullptr
+                               : (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN);
     if (program_handles) {
       // The program decides what happens next (Python raises KeyboardInterrupt, ...): only
       // flush; the exit path finishes the file.
@@ -546,13 +546,17 @@ int Initialize() {
     std::fprintf(stderr, "kprof agent: ignoring unknown KPROF_KINDS entries: %s\n",
                  unknown.c_str());
   }
+  if (std::string mb = Env("KPROF_BUFFER_MB"); !mb.empty()) {
+    long v = std::atol(mb.c_str());
+    if (v >= 1 && v <= 256) g_buffer_bytes = static_cast<size_t>(v) << 20;
+  }
   if (std::string p = Env("KPROF_FLUSH_MS"); !p.empty()) {
     a.flush_period_ms = std::max(10, std::atoi(p.c_str()));
   }
   std::string rank = FirstEnv({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});
   mkdir(dir.c_str(), 0755);  // usually made by the launcher; EEXIST is fine
-  a.path = dir + "/kprof." + (rank.empty() ? "" : "rank" + rank + ".") +
-           std::to_string(getpid()) + ".kprof";
+  a.path = dir + "/kprof." + (rank.empty() ? "" : "rank" + rank + ".") + std::to_string(getpid()) +
+           ".kprof";
 
   // Subscribe for the context-destroy flush. Failure (another subscriber, nsys, ...) is noted;
   // the activity API works without a subscriber.
@@ -569,10 +573,10 @@ int Initialize() {
   } else {
     const char* msg = nullptr;
     cuptiGetResultString(sr, &msg);
-    a.subscriber_error = std::string(msg != nullptr ? msg : "cuptiSubscribe failed") +
-                         (old_name[0] != '\0' ? std::string(" (existing subscriber: ") +
-                                                    old_name + ")"
-                                              : std::string());
+    a.subscriber_error =
+        std::string(msg != nullptr ? msg : "cuptiSubscribe failed") +
+        (old_name[0] != '\0' ? std::string(" (existing subscriber: ") + old_name + ")"
+                             : std::string());
     std::fprintf(stderr, "kprof agent: %s\n", a.subscriber_error.c_str());
   }
 
@@ -585,9 +589,9 @@ int Initialize() {
 
   // Pre-fault two buffers off the hot path.
   for (int i = 0; i < 2; ++i) {
-    auto* buf = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+    auto* buf = static_cast<uint8_t*>(std::aligned_alloc(8, g_buffer_bytes));
     if (buf == nullptr) break;
-    std::memset(buf, 0, kBufferBytes);
+    std::memset(buf, 0, g_buffer_bytes);
     a.ours.insert(buf);
     a.free_buffers.push_back(buf);
     ++a.allocated;

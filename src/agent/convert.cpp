@@ -57,8 +57,10 @@ class ApiNames {
 };
 
 ApiNames& Names() {
-  static ApiNames names;  // writer thread only
-  return names;
+  // Writer thread only. Leaked on purpose: exit() runs static destructors on the main thread
+  // while the writer may still be converting (and the exit flush converts after them).
+  static ApiNames* names = new ApiNames();
+  return *names;
 }
 
 uint16_t Device(uint32_t id) { return static_cast<uint16_t>(id < kNoDevice ? id : kNoDevice - 1); }

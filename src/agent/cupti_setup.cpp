@@ -1,6 +1,7 @@
 #include "agent/cupti_setup.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -15,9 +16,9 @@ struct KindName {
   uint32_t bit;
 };
 constexpr KindName kKindNames[] = {
-    {"kernel", kKindKernel},   {"memcpy", kKindMemcpy}, {"memset", kKindMemset},
-    {"sync", kKindSync},       {"runtime", kKindRuntime}, {"driver", kKindDriver},
-    {"nvtx", kKindNvtx},       {"memory", kKindMemory}, {"overhead", kKindOverhead},
+    {"kernel", kKindKernel}, {"memcpy", kKindMemcpy},   {"memset", kKindMemset},
+    {"sync", kKindSync},     {"runtime", kKindRuntime}, {"driver", kKindDriver},
+    {"nvtx", kKindNvtx},     {"memory", kKindMemory},   {"overhead", kKindOverhead},
 };
 
 // API families kprof records. Matched as prefixes of the callback name, so that the _v2,
@@ -26,17 +27,45 @@ constexpr KindName kKindNames[] = {
 // cudaStreamIsCapturing, ...) stay out: they would cost time on the hot path and say little.
 constexpr std::string_view kTracedPrefixes[] = {
     // runtime
-    "cudaLaunch", "cudaMemcpy", "cudaMemset", "cudaMalloc", "cudaFree", "cudaHostAlloc",
-    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaEventRecord",
-    "cudaStreamWaitEvent", "cudaGraphLaunch", "cudaDeviceReset", "cudaThreadSynchronize",
+    "cudaLaunch",
+    "cudaMemcpy",
+    "cudaMemset",
+    "cudaMalloc",
+    "cudaFree",
+    "cudaHostAlloc",
+    "cudaDeviceSynchronize",
+    "cudaStreamSynchronize",
+    "cudaEventSynchronize",
+    "cudaEventRecord",
+    "cudaStreamWaitEvent",
+    "cudaGraphLaunch",
+    "cudaDeviceReset",
+    "cudaThreadSynchronize",
     // driver
-    "cuLaunch", "cuMemcpy", "cuMemset", "cuMemAlloc", "cuMemFree", "cuMemHostAlloc",
-    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuEventRecord",
-    "cuStreamWaitEvent", "cuGraphLaunch",
+    "cuLaunch",
+    "cuMemcpy",
+    "cuMemset",
+    "cuMemAlloc",
+    "cuMemFree",
+    "cuMemHostAlloc",
+    "cuCtxSynchronize",
+    "cuStreamSynchronize",
+    "cuEventSynchronize",
+    "cuEventRecord",
+    "cuStreamWaitEvent",
+    "cuGraphLaunch",
 };
 
-std::mutex g_log_mu;
-std::set<std::pair<const char*, int>> g_logged;
+// Call sites already logged (each failure is printed once). Leaked on purpose: CUPTI callbacks
+// can log after static destructors have run at exit.
+std::mutex& LogMutex() {
+  static auto* mu = new std::mutex();
+  return *mu;
+}
+std::set<std::pair<const char*, int>>& Logged() {
+  static auto* logged = new std::set<std::pair<const char*, int>>();
+  return *logged;
+}
 
 }  // namespace
 
@@ -80,8 +109,8 @@ std::string KindsToString(uint32_t kinds) {
 
 bool CheckCupti(CUptiResult r, const char* call, const char* file, int line) {
   if (r == CUPTI_SUCCESS) return true;
-  std::lock_guard<std::mutex> lock(g_log_mu);
-  if (g_logged.insert({file, line}).second) {
+  std::lock_guard<std::mutex> lock(LogMutex());
+  if (Logged().insert({file, line}).second) {
     const char* msg = nullptr;
     if (cuptiGetResultString(r, &msg) != CUPTI_SUCCESS || msg == nullptr) msg = "unknown error";
     std::fprintf(stderr, "kprof agent: %s failed: %s (%d)\n", call, msg, static_cast<int>(r));
@@ -93,7 +122,11 @@ bool ConfigureActivityAttributes(bool zeroed_buffers) {
   bool ok = true;
   // A larger device buffer than the 3.2 MB default: bursts of short kernels otherwise fill it
   // before CUPTI's worker drains it, and records lose their timestamps.
-  size_t device_buffer = 16u << 20;
+  size_t device_buffer = 4u << 20;
+  if (const char* mb = std::getenv("KPROF_DEVICE_BUFFER_MB"); mb != nullptr && *mb != '\0') {
+    long v = std::strtol(mb, nullptr, 10);
+    if (v >= 1 && v <= 1024) device_buffer = static_cast<size_t>(v) << 20;
+  }
   size_t sz = sizeof(device_buffer);
   ok &= KPROF_CUPTI(
       cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &device_buffer));
@@ -102,8 +135,8 @@ bool ConfigureActivityAttributes(bool zeroed_buffers) {
     // zero them on the application thread.
     uint8_t zeroed = 1;
     size_t zsz = sizeof(zeroed);
-    ok &= KPROF_CUPTI(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
-                                                &zsz, &zeroed));
+    ok &= KPROF_CUPTI(
+        cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &zsz, &zeroed));
   }
   return ok;
 }
@@ -123,8 +156,8 @@ static int EnableApiDomain(CUpti_CallbackDomain domain, uint32_t size, bool runt
     const char* name = nullptr;
     if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS) continue;
     if (!IsTracedApiName(name)) continue;
-    CUptiResult r = runtime ? cuptiActivityEnableRuntimeApi(cbid, 1)
-                            : cuptiActivityEnableDriverApi(cbid, 1);
+    CUptiResult r =
+        runtime ? cuptiActivityEnableRuntimeApi(cbid, 1) : cuptiActivityEnableDriverApi(cbid, 1);
     if (r == CUPTI_SUCCESS) {
       ++enabled;
     } else if (r != CUPTI_ERROR_INVALID_PARAMETER) {
@@ -137,7 +170,8 @@ static int EnableApiDomain(CUpti_CallbackDomain domain, uint32_t size, bool runt
 bool EnableActivityKinds(uint32_t kinds, int* enabled_api) {
   bool ok = true;
   // CONCURRENT_KERNEL, never KERNEL: KERNEL serializes every kernel launch.
-  if (kinds & kKindKernel) ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  if (kinds & kKindKernel)
+    ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
   if (kinds & kKindMemcpy) ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
   if (kinds & kKindMemset) ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
   if (kinds & kKindSync) {
