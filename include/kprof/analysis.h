@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kprof/trace.h"
@@ -165,6 +166,10 @@ struct Attributed {
   const Record* api = nullptr;        ///< launching API record, null if not found
   std::vector<const Record*> ranges;  ///< open ranges at launch, outermost first (may be empty)
 };
+
+/// The operator name of an NVTX range: its name without the decorations PyTorch's emit_nvtx()
+/// appends (", seq = N", ", op_id = N", ", sizes = [...]", ", input_op_ids = [...]").
+std::string_view OpName(std::string_view range_name);
 
 /// Attributes every GPU activity of `run` (order: by process, then activity start time).
 /// Invariant: every Kernel/Memcpy/Memset record appears exactly once.

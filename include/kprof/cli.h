@@ -11,8 +11,8 @@
 namespace kprof {
 
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitRegression = 1;  ///< diff/check: a regression or a budget exceeded
-inline constexpr int kExitUsage = 2;       ///< bad option, missing/malformed input file
+inline constexpr int kExitRegression = 1;      ///< diff/check: a regression or a budget exceeded
+inline constexpr int kExitUsage = 2;           ///< bad option, missing/malformed input file
 inline constexpr int kExitLaunchFailed = 127;  ///< run: program not found / not executable
 
 /// `args` excludes "kprof" and the subcommand name itself.

@@ -14,15 +14,15 @@ enum class Severity { Info = 0, Warning = 1, Critical = 2 };
 const char* SeverityName(Severity s);  ///< "info", "warning", "critical"
 
 struct Hint {
-  std::string id;          ///< stable rule id, e.g. "launch-bound"
+  std::string id;  ///< stable rule id, e.g. "launch-bound"
   Severity severity = Severity::Info;
-  std::string summary;     ///< one line naming the problem
+  std::string summary;                ///< one line naming the problem
   std::vector<std::string> evidence;  ///< lines: which ops/kernels/calls, how many, how much
-  uint64_t est_saving_ns = 0;          ///< upper bound of what fixing it could save
-  double est_saving_pct = 0;           ///< est_saving_ns / wall time * 100
-  std::string assumption;  ///< what the estimate assumes
-  std::string fix_cuda;    ///< the fix, worded for CUDA C++
-  std::string fix_pytorch; ///< the fix, worded for PyTorch
+  uint64_t est_saving_ns = 0;         ///< upper bound of what fixing it could save
+  double est_saving_pct = 0;          ///< est_saving_ns / wall time * 100
+  std::string assumption;             ///< what the estimate assumes
+  std::string fix_cuda;               ///< the fix, worded for CUDA C++
+  std::string fix_pytorch;            ///< the fix, worded for PyTorch
 };
 
 /// Runs every rule; returns hints most costly first (ties: severity, then id).

@@ -2,8 +2,8 @@
 // and Chrome trace JSON (Perfetto / chrome://tracing / PyTorch-profiler-trace tools).
 #pragma once
 
-#include <ostream>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -20,9 +20,9 @@ inline constexpr int kJsonSchemaVersion = 1;
 
 struct ReportOptions {
   Format format = Format::Table;
-  size_t top = 15;               ///< rows shown in the table/markdown views
-  bool color = false;            ///< ANSI colour in table output
-  std::string saved_to;          ///< "results saved to ..." line, empty = none
+  size_t top = 15;       ///< rows shown in the table/markdown views
+  bool color = false;    ///< ANSI colour in table output
+  std::string saved_to;  ///< "results saved to ..." line, empty = none
 };
 
 /// Writes the analysis (and hints) in the requested format.

@@ -23,21 +23,21 @@ inline constexpr uint32_t kMaxBlockPayload = 64u << 20;
 /// What a record describes. Serialized as one byte.
 enum class RecordKind : uint8_t {
   Invalid = 0,
-  Kernel = 1,       ///< GPU kernel execution (GPU clock converted by CUPTI to the CPU clock)
-  Memcpy = 2,       ///< GPU copy; flags = CopyKind
-  Memset = 3,       ///< GPU memset
-  Sync = 4,         ///< host blocked in a synchronization call; flags = SyncKind
-  RuntimeApi = 5,   ///< CUDA runtime API call on a CPU thread
-  DriverApi = 6,    ///< CUDA driver API call on a CPU thread
-  MarkerStart = 7,  ///< NVTX push or range start; a = marker id, b = domain string id
-  MarkerEnd = 8,    ///< NVTX pop or range end; a = marker id (matches its MarkerStart)
-  MarkerInstant = 9,///< NVTX mark
-  MemAlloc = 10,    ///< device memory allocation (MEMORY2)
-  MemFree = 11,     ///< device memory release (MEMORY2)
-  Overhead = 12,    ///< profiler overhead interval on a CPU thread; a = OverheadKind
-  Range = 13,       ///< complete CPU range (start,end) on a thread: foreign traces' ranges/ops;
-                    ///< b = domain string id, c = nesting hint (0 unknown)
-  GpuRange = 14,    ///< an annotation projected on a GPU stream (foreign traces), informational
+  Kernel = 1,         ///< GPU kernel execution (GPU clock converted by CUPTI to the CPU clock)
+  Memcpy = 2,         ///< GPU copy; flags = CopyKind
+  Memset = 3,         ///< GPU memset
+  Sync = 4,           ///< host blocked in a synchronization call; flags = SyncKind
+  RuntimeApi = 5,     ///< CUDA runtime API call on a CPU thread
+  DriverApi = 6,      ///< CUDA driver API call on a CPU thread
+  MarkerStart = 7,    ///< NVTX push or range start; a = marker id, b = domain string id
+  MarkerEnd = 8,      ///< NVTX pop or range end; a = marker id (matches its MarkerStart)
+  MarkerInstant = 9,  ///< NVTX mark
+  MemAlloc = 10,      ///< device memory allocation (MEMORY2)
+  MemFree = 11,       ///< device memory release (MEMORY2)
+  Overhead = 12,      ///< profiler overhead interval on a CPU thread; a = OverheadKind
+  Range = 13,         ///< complete CPU range (start,end) on a thread: foreign traces' ranges/ops;
+                      ///< b = domain string id, c = nesting hint (0 unknown)
+  GpuRange = 14,      ///< an annotation projected on a GPU stream (foreign traces), informational
 };
 
 /// Number of RecordKind values, for table sizing (highest value + 1).

@@ -45,9 +45,9 @@ class StringTable {
 
 /// One process's recording (one kprof file, or one pid of a Chrome trace).
 struct ProcessTrace {
-  std::string source;   ///< file it came from (for messages)
+  std::string source;  ///< file it came from (for messages)
   uint32_t pid = 0;
-  int rank = -1;        ///< RANK / OMPI_COMM_WORLD_RANK / PMI_RANK / SLURM_PROCID, -1 if unset
+  int rank = -1;  ///< RANK / OMPI_COMM_WORLD_RANK / PMI_RANK / SLURM_PROCID, -1 if unset
   std::map<std::string, std::string> meta;  ///< see docs/format.md "Meta keys"
   StringTable strings;
   std::vector<Record> records;

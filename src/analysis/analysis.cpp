@@ -290,7 +290,7 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
     std::vector<std::string> path_of(ix.ranges.size());
     for (size_t i = 0; i < ix.ranges.size(); ++i) {
       const auto& r = ix.ranges[i];
-      const std::string& name = p.Name(*r.start);
+      const std::string name(r.name);
       uint64_t dur = r.end_ns - r.begin_ns;
       auto& rr = ranges[{name, p.strings.Get(r.start->b)}];
       rr.first.push_back(dur);
@@ -334,7 +334,7 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
           if (r.correlation && it != ix.api_by_correlation.end()) {
             ix.OpenAt(it->second->tid, it->second->start_ns, open);
             ops[open.empty() ? kNoRange
-                             : p.Name(*ix.ranges[static_cast<size_t>(open.back())].start)]
+                             : std::string(ix.ranges[static_cast<size_t>(open.back())].name)]
                 .mem_delta += delta;
             if (!open.empty()) paths[path_of[static_cast<size_t>(open.back())]].mem_delta += delta;
           }
@@ -388,7 +388,7 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
         an.unattributed_gpu_ns += r.DurationNs();
       } else {
         size_t inner = static_cast<size_t>(open.back());
-        ops[p.Name(*ix.ranges[inner].start)].AddActivity(r, kname);
+        ops[std::string(ix.ranges[inner].name)].AddActivity(r, kname);
         paths[path_of[inner]].AddActivity(r, kname);
       }
       if (opts.by == GroupBy::Stream) view_stream[StreamKey(r.device, r.tid)].AddActivity(r, kname);

@@ -43,14 +43,16 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
     auto it = open_markers.find(m->a);
     if (it == open_markers.end()) continue;  // end without start (started before recording)
     const Record* s = it->second;
-    ix.ranges.push_back({s, s->tid, s->start_ns, std::max(s->start_ns, m->start_ns), true, 0, -1});
+    ix.ranges.push_back(
+        {s, s->tid, s->start_ns, std::max(s->start_ns, m->start_ns), true, 0, -1, {}});
     open_markers.erase(it);
   }
   for (const auto& [id, s] : open_markers)
-    ix.ranges.push_back({s, s->tid, s->start_ns, std::max(s->start_ns, ix.end_ns), false, 0, -1});
+    ix.ranges.push_back(
+        {s, s->tid, s->start_ns, std::max(s->start_ns, ix.end_ns), false, 0, -1, {}});
   for (const Record& r : p.records)
     if (r.Kind() == RecordKind::Range)
-      ix.ranges.push_back({&r, r.tid, r.start_ns, std::max(r.start_ns, r.end_ns), true, 0, -1});
+      ix.ranges.push_back({&r, r.tid, r.start_ns, std::max(r.start_ns, r.end_ns), true, 0, -1, {}});
 
   std::sort(ix.ranges.begin(), ix.ranges.end(), [](const RangeInterval& a, const RangeInterval& b) {
     if (a.tid != b.tid) return a.tid < b.tid;
@@ -69,6 +71,7 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
     }
     while (!stack.empty() && ix.ranges[static_cast<size_t>(stack.back())].end_ns <= r.begin_ns)
       stack.pop_back();
+    r.name = OpName(p.Name(*r.start));
     r.depth = static_cast<uint32_t>(stack.size());
     r.parent = stack.empty() ? -1 : stack.back();
     stack.push_back(static_cast<int>(i));
@@ -76,6 +79,20 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
   }
   return ix;
 }
+
+}  // namespace detail
+
+std::string_view OpName(std::string_view range_name) {
+  // PyTorch's emit_nvtx() appends ", seq = N", ", op_id = N", ", sizes = [...]" and
+  // ", input_op_ids = [...]" to every aten op's name; without them the same op groups together.
+  size_t cut = range_name.size();
+  for (std::string_view key : {", seq = ", ", op_id = ", ", sizes = ", ", input_op_ids = "}) {
+    cut = std::min(cut, range_name.find(key));
+  }
+  return range_name.substr(0, cut);
+}
+
+namespace detail {
 
 void ProcessIndex::OpenAt(uint32_t tid, uint64_t t, std::vector<int>& out) const {
   out.clear();
@@ -103,7 +120,7 @@ std::string ProcessIndex::Path(int i) const {
   std::string path;
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
     if (!path.empty()) path += '/';
-    path += process->Name(*ranges[static_cast<size_t>(*it)].start);
+    path += ranges[static_cast<size_t>(*it)].name;
   }
   return path;
 }

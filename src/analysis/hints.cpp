@@ -277,11 +277,12 @@ struct Tally {
 struct Gap {
   uint64_t start = 0, end = 0;
   const Record* next = nullptr;  ///< first activity after the gap
+  size_t next_index = 0;         ///< its index in Proc::acts
   uint64_t sync_blocked = 0;     ///< host time blocked in waits released inside the gap
   uint64_t sync_claim = 0;       ///< -> excessive-sync
   uint64_t launch_claim = 0;     ///< -> launch-bound
   uint64_t idle_claim = 0;       ///< -> gpu-idle-gaps
-  bool warmup = false;           ///< ends in a kernel's first execution (one-time cost)
+  bool warmup = false;           ///< the next kernel is a kernel's first execution (one-time cost)
   uint64_t Len() const { return end - start; }
 };
 
@@ -319,7 +320,7 @@ struct Proc {
   std::string OpAt(uint32_t tid, uint64_t t) {
     ix.OpenAt(tid, t, open);
     return open.empty() ? "(no range)"
-                        : p->Name(*ix.ranges[static_cast<size_t>(open.back())].start);
+                        : std::string(ix.ranges[static_cast<size_t>(open.back())].name);
   }
   std::string OpOf(const Record* api) { return api ? OpAt(api->tid, api->start_ns) : "(no range)"; }
 };
@@ -366,13 +367,21 @@ Proc BuildProc(const ProcessTrace& p) {
     if (a->Kind() == RecordKind::Kernel && seen.insert(a->name).second) c.first_of_name.insert(a);
 
   // Busy intervals and the gaps between them, each with the activity that ends it.
-  for (const Record* a : c.acts) {
+  for (size_t i = 0; i < c.acts.size(); ++i) {
+    const Record* a = c.acts[i];
     uint64_t s = a->start_ns, e = std::max(a->start_ns, a->end_ns);
     if (!c.busy.empty() && s <= c.busy.back().second) {
       c.busy.back().second = std::max(c.busy.back().second, e);
       continue;
     }
-    if (!c.busy.empty()) c.gaps.push_back({c.busy.back().second, s, a});
+    if (!c.busy.empty()) {
+      Gap g;
+      g.start = c.busy.back().second;
+      g.end = s;
+      g.next = a;
+      g.next_index = i;
+      c.gaps.push_back(g);
+    }
     c.busy.emplace_back(s, e);
   }
 
@@ -414,10 +423,16 @@ Proc BuildProc(const ProcessTrace& p) {
   for (Gap& g : c.gaps) {
     g.sync_claim = std::min(g.Len(), g.sync_blocked);
     uint64_t rest = g.Len() - g.sync_claim;
-    if (g.next->Kind() == RecordKind::Kernel && c.first_of_name.count(g.next)) {
-      g.warmup = true;
-      continue;
+    // Warm-up: the first kernel after the gap (a library's first call often begins with a
+    // memset or copy, a training loop with an input upload) runs for the first time: module
+    // loading, library set-up, autotuning, the program's own initialisation.
+    for (size_t i = g.next_index; i < c.acts.size(); ++i) {
+      const Record* a = c.acts[i];
+      if (a->Kind() != RecordKind::Kernel) continue;
+      g.warmup = c.first_of_name.count(a) > 0;
+      break;
     }
+    if (g.warmup) continue;
     rest -= std::min(rest, Covered(c.alloc_calls, g.start, g.end));
     if (g.Len() >= kLongGapNs)
       g.idle_claim = rest;
@@ -1087,18 +1102,37 @@ std::optional<Hint> DominantKernel(Ctx& c) {
 
 std::optional<Hint> ProfilerDataLoss(Ctx& c) {
   const RunSummary& S = c.an.summary;
-  uint64_t written = 0;
+  uint64_t written = 0, setup_ns = 0;
   std::vector<Interval> overhead;
   for (const ProcessTrace& p : c.run.processes) {
     written += p.stats.records_written;
+    // Overhead counts where it distorts the picture: inside the process's GPU window (first to
+    // last GPU activity). CUPTI's one-time setup at context creation comes before any GPU work.
+    // Only overhead on the program's own threads (those that call CUDA) slows it down; the
+    // agent's flush thread waiting inside cuptiActivityFlushAll costs the program nothing.
+    std::unordered_set<uint32_t> app_threads;
+    uint64_t first = UINT64_MAX, last = 0;
+    for (const Record& r : p.records) {
+      if (r.Kind() == RecordKind::RuntimeApi || r.Kind() == RecordKind::DriverApi)
+        app_threads.insert(r.tid);
+      if (r.Kind() != RecordKind::Kernel && r.Kind() != RecordKind::Memcpy &&
+          r.Kind() != RecordKind::Memset)
+        continue;
+      first = std::min(first, r.start_ns);
+      last = std::max(last, r.end_ns);
+    }
     for (const Record& r : p.records) {
       if (r.Kind() != RecordKind::Overhead) continue;
       // Only the profiler's own costs; module loading, compilation and command-buffer stalls
       // are the application's and would be there without kprof.
       auto k = static_cast<OverheadKind>(r.a);
-      if (k == OverheadKind::BufferFlush || k == OverheadKind::Instrumentation ||
-          k == OverheadKind::Resource || k == OverheadKind::ActivityBufferRequest)
-        overhead.emplace_back(r.start_ns, r.end_ns);
+      if (k != OverheadKind::BufferFlush && k != OverheadKind::Instrumentation &&
+          k != OverheadKind::Resource && k != OverheadKind::ActivityBufferRequest)
+        continue;
+      if (!app_threads.count(r.tid)) continue;
+      uint64_t b = std::max(r.start_ns, first), e = std::min(r.end_ns, last);
+      if (b < e) overhead.emplace_back(b, e);
+      setup_ns += r.DurationNs() - (b < e ? e - b : 0);
     }
   }
   Hint h;
@@ -1127,8 +1161,13 @@ std::optional<Hint> ProfilerDataLoss(Ctx& c) {
   if (S.incomplete_processes)
     h.evidence.push_back(fmt::format("{} of {} processes without an End block (crash or kill)",
                                      S.incomplete_processes, S.processes));
-  h.evidence.push_back(fmt::format("profiler overhead (buffer flushes, instrumentation): {}",
-                                   OfWall(h.est_saving_ns, c)));
+  h.evidence.push_back(
+      fmt::format("profiler overhead during GPU work (buffer flushes, instrumentation): {}",
+                  OfWall(h.est_saving_ns, c)));
+  if (setup_ns)
+    h.evidence.push_back(fmt::format(
+        "not counted: {} of one-time profiler setup outside the GPU work (context creation)",
+        Dur(setup_ns)));
   h.assumption =
       "The estimate is the profiler's own overhead recorded in the run, which an unprofiled run "
       "does not pay. Lost records are not priced: every other figure is a lower bound.";
@@ -1169,6 +1208,20 @@ std::vector<Hint> ComputeHints(const Run& run, const Analysis& analysis) {
   Ctx c{run, analysis, {}, analysis.summary.wall_ns};
   if (c.wall == 0) return out;
   for (const ProcessTrace& p : run.processes) c.procs.push_back(BuildProc(p));
+  // Percentages are of the run less its one-time start-up: GPU idle gaps of 1 ms or more that
+  // end before a kernel's first execution (imports, initialisation, library set-up). Otherwise
+  // a long import hides every steady-state problem of a short profiled run. With several
+  // processes only what all of them spent in start-up is taken off.
+  uint64_t startup = UINT64_MAX;
+  for (const Proc& p : c.procs) {
+    uint64_t warm = 0;
+    for (const Gap& g : p.gaps)
+      if (g.warmup && g.Len() >= kLongGapNs) warm += g.Len();
+    startup = std::min(startup, warm);
+  }
+  if (startup != UINT64_MAX)
+    c.wall = std::max(c.wall - std::min(c.wall, startup), analysis.summary.gpu_busy_ns);
+  if (c.wall == 0) return out;
   using Rule = std::optional<Hint> (*)(Ctx&);
   for (Rule rule :
        {LaunchBound, ExcessiveSync, PageableMemcpy, SmallTransfers, AllocChurn, GpuIdleGaps,

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -16,9 +17,10 @@ struct RangeInterval {
   const Record* start = nullptr;  ///< MarkerStart or Range record (name, domain)
   uint32_t tid = 0;               ///< thread it was opened on
   uint64_t begin_ns = 0, end_ns = 0;
-  bool closed = true;  ///< false: never ended (process died); end_ns = process end
-  uint32_t depth = 0;  ///< ranges open around it on its thread when it began
-  int parent = -1;     ///< index of the innermost enclosing range on its thread
+  bool closed = true;     ///< false: never ended (process died); end_ns = process end
+  uint32_t depth = 0;     ///< ranges open around it on its thread when it began
+  int parent = -1;        ///< index of the innermost enclosing range on its thread
+  std::string_view name;  ///< OpName() of the range's name (points into the process's strings)
 };
 
 struct ProcessIndex {
