@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -219,7 +221,7 @@ TEST(Gpu, Memsets) {
   EXPECT_EQ(Count(t, RecordKind::Memset), 5u);
   uint64_t total = 0;
   for (const auto& rec : t.records) total += rec.Kind() == RecordKind::Memset ? rec.bytes : 0;
-  EXPECT_EQ(total, 17u << 20);
+  EXPECT_EQ(total, 14u << 20);  // 1 + 2 + 3 + 4 + 4 MiB
 }
 
 TEST(Gpu, SynchronizationKinds) {
@@ -357,21 +359,43 @@ TEST(Gpu, PyTorchKernelsAndNvtxRanges) {
   const ProcessTrace& t = Only(run);
   ExpectClean(t);
   EXPECT_GT(Count(t, RecordKind::Kernel), 30u);
-  EXPECT_EQ(CountNamed(t, RecordKind::MarkerStart, "step"), 3u);
+  // Exactly the script's three user ranges (emit_nvtx adds "Optimizer.step#SGD.step" too).
+  size_t steps = 0;
+  uint32_t main_tid = 0;
+  uint64_t first_step = UINT64_MAX;
+  for (const auto& rec : t.records) {
+    if (rec.Kind() == RecordKind::MarkerStart && t.Name(rec) == "step") {
+      ++steps;
+      main_tid = rec.tid;
+      first_step = std::min(first_step, rec.start_ns);
+    }
+  }
+  EXPECT_EQ(steps, 3u);
   EXPECT_GT(CountNamed(t, RecordKind::MarkerStart, "aten::"), 30u);
   // The NVTX ranges went through the libcupti PyTorch loaded (site-packages), not the toolkit's.
   EXPECT_NE(t.meta.at("cupti_path").find("site-packages"), std::string::npos)
       << t.meta.at("cupti_path");
-  size_t in_step = 0, in_aten = 0, kernels = 0;
+  // Forward and optimizer kernels are launched by the main thread, inside "step" and an aten op;
+  // backward kernels by autograd's device thread, inside the aten op of the backward node (NVTX
+  // ranges are per thread, so "step" is not open there).
+  size_t main_kernels = 0, main_in_step = 0, other_kernels = 0, in_aten = 0, kernels = 0;
   for (const Attributed& at : Attribute(run)) {
     if (at.activity->Kind() != RecordKind::Kernel) continue;
     ++kernels;
+    ASSERT_NE(at.api, nullptr);
     bool step = false;
     for (const Record* rr : at.ranges) step |= t.Name(*rr) == "step";
-    in_step += step;
+    if (at.api->start_ns < first_step) continue;  // input tensors made before the loop
+    if (at.api->tid == main_tid) {
+      ++main_kernels;
+      main_in_step += step;
+    } else {
+      ++other_kernels;
+    }
     in_aten += !at.ranges.empty() && t.Name(*at.ranges.back()).rfind("aten::", 0) == 0;
   }
-  EXPECT_EQ(in_step, kernels);  // every kernel launched inside a step
+  EXPECT_EQ(main_in_step, main_kernels);
+  EXPECT_GT(other_kernels, 0u);  // backward ran on autograd's thread
   EXPECT_GT(in_aten, kernels * 9 / 10);
 }
 
@@ -382,7 +406,17 @@ TEST(Gpu, TorchProfilerInsideTheProgramIsDetected) {
   Result r = Exec({Bin("kprof"), "run", "-o", dir, "--", Python(),
                    Src("tests/gpu/scripts/torch_profiler_inside.py")});
   EXPECT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("displaced"), std::string::npos) << r.out;
+  // On CUDA 13.0 the agent subscribes first (at CUDA initialisation), so torch.profiler's own
+  // subscription fails (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) and kprof keeps
+  // recording: all 31 kernels (1 randn + 10 x (matmul, div, relu)). If the program's profiler
+  // took the activity API over instead, kprof must say so ("displaced").
+  kprof::Run run = ReadInputs({dir});
+  const ProcessTrace& t = Only(run);
+  if (t.meta.count("displaced") == 0) {
+    EXPECT_EQ(Count(t, RecordKind::Kernel), 31u) << r.out;
+  } else {
+    EXPECT_NE(r.out.find("displaced"), std::string::npos) << r.out;
+  }
 }
 
 // Issue 4: each planted workload's top hint is the planted rule; the healthy GEMM raises nothing
