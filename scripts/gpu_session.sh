@@ -7,7 +7,7 @@
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_session.sh OUT [BUILD_DIR] [STEPS]}
 BUILD=${2:-build}
-STEPS=${3:-"tests fixtures diff bench nsys"}
+STEPS=${3:-"tests fixtures diff bench nsys"}  # also: experiments
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -59,7 +59,6 @@ if step diff; then
     "$BUILD/kprof" check "$D/same" --budget "$D/budget.json"; echo "exit=$?"
   } > "$OUT/diff.log" 2>&1
   grep -E "^(==|exit=)" "$OUT/diff.log" >> "$OUT/summary.txt"
-  tar czf "$OUT/diff_runs.tgz" -C /tmp kprof-diff
 fi
 
 if step bench; then
@@ -77,10 +76,15 @@ if step nsys; then
         "$BUILD/kernels/kernel_storm" 1000000 2>&1 | grep wall_s | sed "s/^/nsys $i /"
       "$BUILD/kprof" run --quiet -o /tmp/kprof-nsys-$i --force -- "$BUILD/kernels/kernel_storm" 1000000 \
         | grep wall_s | sed "s/^/kprof $i /"
-    done > "$OUT/nsys.log" 2>&1
+    done >> "$OUT/bench.log" 2>&1
   else
-    echo "nsys not found" > "$OUT/nsys.log"
+    echo "nsys not found" >> "$OUT/bench.log"
   fi
-  cat "$OUT/nsys.log" >> "$OUT/summary.txt"
+fi
+if step experiments; then
+  # Ad-hoc investigations; what they show goes into the code and docs, not into tests.
+  [ -x scripts/gpu_experiments.sh ] && timeout 300 scripts/gpu_experiments.sh "$BUILD" \
+    > "$OUT/experiments.log" 2>&1
+  echo "experiments: rc=$?" >> "$OUT/summary.txt"
 fi
 cat "$OUT/summary.txt"
