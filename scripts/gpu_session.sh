@@ -34,7 +34,10 @@ if step fixtures; then
   rm -rf tests/fixtures/gpu examples/default-run
   timeout 300 scripts/record_fixtures.sh "$BUILD" tests/fixtures/gpu > "$OUT/fixtures.log" 2>&1
   echo "fixtures: rc=$?" | tee -a "$OUT/summary.txt"
-  mkdir -p examples
+fi
+if step fixtures || step default; then
+  rm -rf examples/default-run
+  mkdir -p examples tests/fixtures/gpu
   timeout 60 "$BUILD/kprof" run --quiet -o examples/default-run -- python3 examples/train_mlp.py \
     > "$OUT/default_run.log" 2>&1
   echo "default-run: rc=$?" | tee -a "$OUT/summary.txt"

@@ -471,3 +471,20 @@ TEST(GpuHintsHealthy, HealthyGemmRaisesNothingAboveInfo) {
     EXPECT_EQ(h.severity, Severity::Info) << h.id << ": " << h.summary;
   }
 }
+
+// Regression: a PyTorch training script used to die at exit under kprof (heap corruption: the
+// agent's writer thread used a static that exit() had already destroyed). It was intermittent,
+// so the script runs three times; each run must exit 0 and leave a complete, clean file.
+TEST(Gpu, PyTorchTrainingExitsCleanlyEveryTime) {
+  REQUIRE_GPU();
+  if (!HaveTorch()) GTEST_SKIP() << "PyTorch with CUDA not available";
+  for (int i = 0; i < 3; ++i) {
+    std::string dir = FreshDir("train_mlp" + std::to_string(i));
+    Result r = Kprof(dir, {Python(), Src("examples/train_mlp.py")});
+    ASSERT_EQ(r.status, 0) << r.out;
+    kprof::Run run = ReadInputs({dir});
+    const ProcessTrace& t = Only(run);
+    ExpectClean(t);
+    EXPECT_EQ(CountNamed(t, RecordKind::MarkerStart, "train_step"), 100u);
+  }
+}
