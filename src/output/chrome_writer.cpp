@@ -811,6 +811,8 @@ class ChromeWriter {
   }
 
   /// ac2g flow arrows from each launching API call to its GPU work.
+  uint64_t flow_ids_ = 0;
+
   void Flows(uint32_t i) {
     const ProcessTrace& p = run_.processes[i];
     const auto& api = api_by_corr_[i];
@@ -822,7 +824,9 @@ class ChromeWriter {
         continue;
       auto it = api.find(r.correlation);
       if (it == api.end()) continue;
-      uint64_t id = (uint64_t{i} << 32) | r.correlation;
+      // One flow per GPU activity: graph replays share a correlation id among many kernels,
+      // and a flow id used twice would chain them instead of pairing each with its launch.
+      uint64_t id = ++flow_ids_;
       Begin();
       Raw("{\"ph\": \"s\", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"id\": ");
       UInt(id);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "chrome_checks.h"
 #include "chrome_test_util.h"
 #include "kprof/output.h"
 #include "kprof/trace.h"
@@ -277,53 +278,15 @@ TEST(ChromeWriter, OutputStructure) {
   EXPECT_EQ(doc["deviceProperties"][0].at("numSms"), 132);
   EXPECT_EQ(doc["deviceProperties"][0].at("computeMajor"), 9);
 
-  std::map<uint64_t, int> starts, finishes;
-  // Per track: X intervals in ns (from ts/dur strings with 3 decimals).
-  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> tracks;
-  size_t x_events = 0, counters = 0;
-  for (const auto& e : doc.at("traceEvents")) {
-    ASSERT_TRUE(e.contains("ph")) << e.dump();
-    ASSERT_TRUE(e.contains("ts")) << e.dump();
-    ASSERT_TRUE(e.contains("pid")) << e.dump();
-    ASSERT_TRUE(e.contains("tid")) << e.dump();
-    std::string ph = e["ph"];
-    if (ph == "X") {
-      ASSERT_TRUE(e.contains("dur")) << e.dump();
-      ASSERT_TRUE(e.contains("cat")) << e.dump();
-      ++x_events;
-      auto ns = [](double us) { return static_cast<int64_t>(us * 1000.0 + 0.5); };
-      int64_t s = ns(e["ts"].get<double>());
-      tracks[{e["pid"].get<int64_t>(), e["tid"].get<int64_t>()}].emplace_back(
-          s, s + ns(e["dur"].get<double>()));
-    } else if (ph == "s") {
-      EXPECT_EQ(e.at("cat"), "ac2g");
-      ++starts[e.at("id").get<uint64_t>()];
-    } else if (ph == "f") {
-      EXPECT_EQ(e.at("bp"), "e");
-      ++finishes[e.at("id").get<uint64_t>()];
-    } else if (ph == "C") {
-      ++counters;
+  testing::ChromeCounts c = testing::CheckChromeStructure(doc);
+  for (const auto& e : doc.at("traceEvents"))
+    if (e.at("ph") == "C") {
       EXPECT_EQ(e.at("name"), "Device memory");
     }
-  }
   // NVTX pair + cpu_op + 5 runtime + driver + 2 kernels + memcpy + memset + sync + projection.
-  EXPECT_EQ(x_events, 1u + 1u + 5u + 1u + 2u + 1u + 1u + 1u + 1u);
-  EXPECT_EQ(counters, 2u);
-  EXPECT_EQ(starts.size(), 4u);  // kernels 1 and 4, memcpy 2, memset 3
-  EXPECT_EQ(starts, finishes);
-  for (auto& [track, v] : tracks) {
-    std::sort(v.begin(), v.end(), [](auto& a, auto& b) {
-      return a.first != b.first ? a.first < b.first : a.second > b.second;
-    });
-    std::vector<int64_t> open;
-    for (auto [s, e] : v) {
-      while (!open.empty() && open.back() <= s) open.pop_back();
-      if (!open.empty()) {
-        EXPECT_LE(e, open.back()) << "track " << track.first << "/" << track.second;
-      }
-      open.push_back(e);
-    }
-  }
+  EXPECT_EQ(c.x_events, 1u + 1u + 5u + 1u + 2u + 1u + 1u + 1u + 1u);
+  EXPECT_EQ(c.counters, 2u);
+  EXPECT_EQ(c.flow_starts.size(), 4u);  // kernels 1 and 4, memcpy 2, memset 3
 }
 
 TEST(ChromeWriter, HostileNamesRoundTrip) {
