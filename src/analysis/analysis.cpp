@@ -9,6 +9,7 @@
 #include <map>
 #include <regex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "analysis/ranges.h"
 
@@ -58,7 +59,7 @@ class Demangler {
   const std::string& Get(const ProcessTrace& p, uint32_t id) {
     auto key = std::make_pair(&p, id);
     auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
+    if (it != cache_.end()) return *it->second;
     const std::string& raw = p.strings.Get(id);
     std::string name = raw;
     if (raw.rfind("_Z", 0) == 0) {
@@ -68,7 +69,8 @@ class Demangler {
       std::free(d);
     }
     if (name.empty()) name = "(unnamed)";
-    return cache_.emplace(key, std::move(name)).first->second;
+    const std::string& interned = *names_.insert(std::move(name)).first;
+    return *cache_.emplace(key, &interned).first->second;
   }
 
  private:
@@ -77,7 +79,8 @@ class Demangler {
       return std::hash<const void*>()(k.first) * 31 + k.second;
     }
   };
-  std::unordered_map<std::pair<const ProcessTrace*, uint32_t>, std::string, Hash> cache_;
+  std::unordered_set<std::string> names_;  // interned: one address per distinct name
+  std::unordered_map<std::pair<const ProcessTrace*, uint32_t>, const std::string*, Hash> cache_;
 };
 
 /// Accumulates kernels of one name.
@@ -117,7 +120,8 @@ struct GroupAcc {
   uint64_t calls = 0, gpu_ns = 0, cpu_ns = 0, kernels = 0, memcpys = 0, memsets = 0, bytes = 0;
   int64_t mem_delta = 0;
   std::vector<Interval> intervals;
-  std::map<std::string, KernelAcc> kernels_beneath;
+  /// Keyed by the Demangler's interned name: equal names share one address.
+  std::unordered_map<const std::string*, KernelAcc> kernels_beneath;
   bool with_kernels = true;
 
   void AddActivity(const Record& r, const std::string& kernel_name) {
@@ -126,7 +130,7 @@ struct GroupAcc {
     switch (r.Kind()) {
       case RecordKind::Kernel:
         ++kernels;
-        if (with_kernels) kernels_beneath[kernel_name].Add(r);
+        if (with_kernels) kernels_beneath[&kernel_name].Add(r);
         break;
       case RecordKind::Memcpy:
         ++memcpys;
@@ -154,7 +158,7 @@ struct GroupAcc {
     g.bytes = bytes;
     g.share = busy ? static_cast<double>(gpu_ns) / static_cast<double>(busy) : 0;
     g.mem_delta_bytes = mem_delta;
-    for (auto& [name, acc] : kernels_beneath) g.kernel_rows.push_back(acc.Row(name, busy));
+    for (auto& [name, acc] : kernels_beneath) g.kernel_rows.push_back(acc.Row(*name, busy));
     std::sort(g.kernel_rows.begin(), g.kernel_rows.end(), [](const auto& x, const auto& y) {
       return x.stat.total_ns != y.stat.total_ns ? x.stat.total_ns > y.stat.total_ns
                                                 : x.name < y.name;
@@ -286,24 +290,45 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
     std::map<uint32_t, std::vector<Interval>> api_by_thread;
     std::unordered_map<const Record*, bool> launch_apis;
 
-    // Ranges: calls and CPU time by name, path and op (innermost name).
-    std::vector<std::string> path_of(ix.ranges.size());
+    // Ranges: calls and CPU time by name, path and op (innermost name). Map entries are looked
+    // up once per distinct name (or parent path and name) and reached by pointer afterwards:
+    // PyTorch traces hold millions of ranges over a few hundred names.
+    using GroupIt = std::map<std::string, GroupAcc>::iterator;
+    std::vector<GroupAcc*> op_of(ix.ranges.size());
+    std::vector<GroupIt> path_of(ix.ranges.size());
+    std::unordered_map<uint64_t, std::pair<std::vector<uint64_t>, uint32_t>*> range_acc;
+    std::unordered_map<uint32_t, GroupAcc*> op_acc;
+    std::map<std::pair<const GroupAcc*, uint32_t>, GroupIt> path_acc;  // (parent, name) -> path
     for (size_t i = 0; i < ix.ranges.size(); ++i) {
       const auto& r = ix.ranges[i];
-      const std::string name(r.name);
       uint64_t dur = r.end_ns - r.begin_ns;
-      auto& rr = ranges[{name, p.strings.Get(r.start->b)}];
-      rr.first.push_back(dur);
-      rr.second = std::max(rr.second, r.depth);
-      auto& op = ops[name];
-      ++op.calls;
-      op.cpu_ns += dur;
-      path_of[i] = r.parent >= 0 ? path_of[static_cast<size_t>(r.parent)] + "/" + name : name;
-      auto& pa = paths[path_of[i]];
-      ++pa.calls;
-      pa.cpu_ns += dur;
+      const uint32_t name_id = r.start->name;
+      auto& rr = range_acc[(uint64_t{name_id} << 32) | r.start->b];
+      if (rr == nullptr) rr = &ranges[{std::string(r.name), p.strings.Get(r.start->b)}];
+      rr->first.push_back(dur);
+      rr->second = std::max(rr->second, r.depth);
+      GroupAcc*& op = op_acc[name_id];
+      if (op == nullptr) op = &ops[std::string(r.name)];
+      op_of[i] = op;
+      ++op->calls;
+      op->cpu_ns += dur;
+      const GroupAcc* parent =
+          r.parent >= 0 ? &path_of[static_cast<size_t>(r.parent)]->second : nullptr;
+      auto pit = path_acc.find({parent, name_id});
+      if (pit == path_acc.end()) {
+        std::string path = r.parent >= 0 ? path_of[static_cast<size_t>(r.parent)]->first + "/" +
+                                               std::string(r.name)
+                                         : std::string(r.name);
+        pit =
+            path_acc.emplace(std::make_pair(parent, name_id), paths.try_emplace(path).first).first;
+      }
+      path_of[i] = pit->second;
+      ++path_of[i]->second.calls;
+      path_of[i]->second.cpu_ns += dur;
       ++S.nvtx_ranges;
     }
+    std::unordered_map<uint32_t, KernelAcc*> kernel_acc;
+    GroupAcc *no_op = nullptr, *no_path = nullptr;
 
     for (const Record& r : p.records) {
       auto k = r.Kind();
@@ -330,13 +355,14 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
           int64_t delta = alloc ? static_cast<int64_t>(r.bytes) : -static_cast<int64_t>(r.bytes);
           mem.push_back({r.start_ns, r.device, delta});
           // Memory change per op: the op open on the thread of the allocating API call.
-          auto it = ix.api_by_correlation.find(r.correlation);
-          if (r.correlation && it != ix.api_by_correlation.end()) {
-            ix.OpenAt(it->second->tid, it->second->start_ns, open);
-            ops[open.empty() ? kNoRange
-                             : std::string(ix.ranges[static_cast<size_t>(open.back())].name)]
-                .mem_delta += delta;
-            if (!open.empty()) paths[path_of[static_cast<size_t>(open.back())]].mem_delta += delta;
+          if (const Record* api = ix.api_by_correlation.Find(r.correlation)) {
+            ix.OpenAt(api->tid, api->start_ns, open);
+            if (open.empty()) {
+              ops[kNoRange].mem_delta += delta;
+            } else {
+              op_of[static_cast<size_t>(open.back())]->mem_delta += delta;
+              path_of[static_cast<size_t>(open.back())]->second.mem_delta += delta;
+            }
           }
           break;
         }
@@ -361,7 +387,9 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
         ++ps.kernels;
         ps.kernel_ns += r.DurationNs();
         kernel_iv.emplace_back(s, e);
-        kernels[kname].Add(r);
+        KernelAcc*& ka = kernel_acc[r.name];
+        if (ka == nullptr) ka = &kernels[kname];
+        ka->Add(r);
       } else if (k == RecordKind::Memcpy) {
         ++S.memcpys;
         S.memcpy_ns += r.DurationNs();
@@ -375,21 +403,23 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
       }
 
       // Attribution to the launching call and the ranges open on its thread.
-      auto it =
-          r.correlation ? ix.api_by_correlation.find(r.correlation) : ix.api_by_correlation.end();
       open.clear();
-      if (it != ix.api_by_correlation.end()) {
-        ix.OpenAt(it->second->tid, it->second->start_ns, open);
-        if (k == RecordKind::Kernel) launch_apis[it->second] = true;
+      if (const Record* api = ix.api_by_correlation.Find(r.correlation)) {
+        ix.OpenAt(api->tid, api->start_ns, open);
+        if (k == RecordKind::Kernel) launch_apis[api] = true;
       }
       if (open.empty()) {
-        ops[kNoRange].AddActivity(r, kname);
-        paths[kNoRange].AddActivity(r, kname);
+        if (no_op == nullptr) {
+          no_op = &ops[kNoRange];
+          no_path = &paths[kNoRange];
+        }
+        no_op->AddActivity(r, kname);
+        no_path->AddActivity(r, kname);
         an.unattributed_gpu_ns += r.DurationNs();
       } else {
         size_t inner = static_cast<size_t>(open.back());
-        ops[std::string(ix.ranges[inner].name)].AddActivity(r, kname);
-        paths[path_of[inner]].AddActivity(r, kname);
+        op_of[inner]->AddActivity(r, kname);
+        path_of[inner]->second.AddActivity(r, kname);
       }
       if (opts.by == GroupBy::Stream) view_stream[StreamKey(r.device, r.tid)].AddActivity(r, kname);
       if (opts.by == GroupBy::Device) {

@@ -10,22 +10,33 @@
 namespace kprof {
 namespace detail {
 
+void CorrelationIndex::Build(const ProcessTrace& p) {
+  uint32_t max_id = 0;
+  size_t calls = 0;
+  for (const Record& r : p.records) {
+    if (r.Kind() != RecordKind::RuntimeApi && r.Kind() != RecordKind::DriverApi) continue;
+    max_id = std::max(max_id, r.correlation);
+    ++calls;
+  }
+  dense_.clear();
+  sparse_.clear();
+  const bool dense = uint64_t{max_id} <= 4 * uint64_t{calls} + 4096;
+  if (dense) dense_.assign(size_t{max_id} + 1, nullptr);
+  for (const Record& r : p.records) {
+    bool runtime = r.Kind() == RecordKind::RuntimeApi;
+    if ((!runtime && r.Kind() != RecordKind::DriverApi) || r.correlation == 0) continue;
+    const Record*& slot = dense ? dense_[r.correlation] : sparse_[r.correlation];
+    if (slot == nullptr || runtime) slot = &r;
+  }
+}
+
 ProcessIndex BuildIndex(const ProcessTrace& p) {
   ProcessIndex ix;
   ix.process = &p;
   std::unordered_map<uint32_t, const Record*> open_markers;  // marker id -> MarkerStart
+  ix.api_by_correlation.Build(p);
   for (const Record& r : p.records) {
     ix.end_ns = std::max(ix.end_ns, std::max(r.start_ns, r.end_ns));
-    switch (r.Kind()) {
-      case RecordKind::RuntimeApi:
-        if (r.correlation) ix.api_by_correlation[r.correlation] = &r;
-        break;
-      case RecordKind::DriverApi:
-        if (r.correlation) ix.api_by_correlation.emplace(r.correlation, &r);
-        break;
-      default:
-        break;
-    }
   }
   // Pair NVTX markers by id (push/pop and start/end both carry one). Records of one thread are
   // in time order in the file, but buffers of different threads interleave: sort by time.
@@ -75,7 +86,6 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
     r.depth = static_cast<uint32_t>(stack.size());
     r.parent = stack.empty() ? -1 : stack.back();
     stack.push_back(static_cast<int>(i));
-    ix.range_of_start[r.start] = static_cast<int>(i);
   }
   return ix;
 }
@@ -139,10 +149,8 @@ std::vector<Attributed> Attribute(const Run& run) {
       Attributed a;
       a.process = &p;
       a.activity = &r;
-      auto it =
-          r.correlation ? ix.api_by_correlation.find(r.correlation) : ix.api_by_correlation.end();
-      if (it != ix.api_by_correlation.end()) {
-        a.api = it->second;
+      if (const Record* api = ix.api_by_correlation.Find(r.correlation)) {
+        a.api = api;
         ix.OpenAt(a.api->tid, a.api->start_ns, open);
         for (int i : open) a.ranges.push_back(ix.ranges[static_cast<size_t>(i)].start);
       }

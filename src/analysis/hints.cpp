@@ -304,13 +304,22 @@ struct Proc {
   std::vector<SyncPoint> syncs;
   std::unordered_set<const Record*> first_of_name;  ///< first execution of each kernel name
   std::unordered_map<uint32_t, std::string> kname;  ///< kernel display name by string id
+  std::unordered_map<uint32_t, uint8_t> family;     ///< kernel name families by string id
   std::vector<int> open;
 
-  const Record* Api(const Record& r) const {
-    if (!r.correlation) return nullptr;
-    auto it = ix.api_by_correlation.find(r.correlation);
-    return it == ix.api_by_correlation.end() ? nullptr : it->second;
+  static constexpr uint8_t kFp32Gemm = 1, kMemoryBound = 2;
+  /// Name families of a kernel (bits above), classified once per name.
+  uint8_t Family(const Record& k) {
+    auto it = family.find(k.name);
+    if (it == family.end()) {
+      std::string lower = Lower(KernelName(k));
+      uint8_t f = (IsFp32Gemm(lower) ? kFp32Gemm : 0) | (IsMemoryBound(lower) ? kMemoryBound : 0);
+      it = family.emplace(k.name, f).first;
+    }
+    return it->second;
   }
+
+  const Record* Api(const Record& r) const { return ix.api_by_correlation.Find(r.correlation); }
   const std::string& KernelName(const Record& k) {
     auto it = kname.find(k.name);
     if (it == kname.end()) it = kname.emplace(k.name, Demangle(p->Name(k))).first;
@@ -960,8 +969,8 @@ std::optional<Hint> Fp32Gemm(Ctx& c) {
   for (Proc& p : c.procs)
     for (const Record* a : p.acts) {
       if (a->Kind() != RecordKind::Kernel) continue;
+      if (!(p.Family(*a) & Proc::kFp32Gemm)) continue;
       const std::string& name = p.KernelName(*a);
-      if (!IsFp32Gemm(Lower(name))) continue;
       uint64_t d = a->DurationNs();
       h.est_saving_ns += d - d / kTensorCoreSpeedup;
       total += d;
@@ -1025,7 +1034,7 @@ std::optional<Hint> MemoryBoundChain(Ctx& c) {
         chain.clear();
       };
       for (const Record* a : acts) {
-        if (a->Kind() != RecordKind::Kernel || !IsMemoryBound(Lower(p.KernelName(*a)))) {
+        if (a->Kind() != RecordKind::Kernel || !(p.Family(*a) & Proc::kMemoryBound)) {
           flush();
           continue;
         }

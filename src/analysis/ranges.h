@@ -23,12 +23,30 @@ struct RangeInterval {
   std::string_view name;  ///< OpName() of the range's name (points into the process's strings)
 };
 
+/// API call by correlation id; the runtime call wins over the driver call it made. Correlation
+/// ids are dense small integers in practice (CUPTI counts them up per process), so a flat table
+/// serves them; sparse ids (foreign traces) fall back to a hash map.
+class CorrelationIndex {
+ public:
+  void Build(const ProcessTrace& p);
+  const Record* Find(uint32_t correlation) const {
+    if (correlation == 0) return nullptr;
+    if (!dense_.empty() || sparse_.empty())
+      return correlation < dense_.size() ? dense_[correlation] : nullptr;
+    auto it = sparse_.find(correlation);
+    return it == sparse_.end() ? nullptr : it->second;
+  }
+
+ private:
+  std::vector<const Record*> dense_;
+  std::unordered_map<uint32_t, const Record*> sparse_;
+};
+
 struct ProcessIndex {
   const ProcessTrace* process = nullptr;
-  std::vector<RangeInterval> ranges;  ///< sorted by (tid, begin, longer first)
-  std::unordered_map<const Record*, int> range_of_start;
-  std::unordered_map<uint32_t, const Record*> api_by_correlation;  ///< runtime wins over driver
-  uint64_t end_ns = 0;  ///< last timestamp of the process
+  std::vector<RangeInterval> ranges;    ///< sorted by (tid, begin, longer first)
+  CorrelationIndex api_by_correlation;  ///< launching API call of GPU work
+  uint64_t end_ns = 0;                  ///< last timestamp of the process
 
   /// Ranges open on `tid` at time `t`, outermost first (indices into `ranges`).
   void OpenAt(uint32_t tid, uint64_t t, std::vector<int>& out) const;
