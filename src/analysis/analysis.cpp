@@ -11,46 +11,19 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "analysis/intervals.h"
 #include "analysis/ranges.h"
 
 namespace kprof {
 namespace {
 
-using Interval = std::pair<uint64_t, uint64_t>;
+using detail::Interval;
+using detail::Length;
+using detail::Merge;
+using detail::UnionAcc;
 
 bool IsActivity(RecordKind k) {
   return k == RecordKind::Kernel || k == RecordKind::Memcpy || k == RecordKind::Memset;
-}
-
-/// Merged (sorted, disjoint) form of a list of intervals.
-std::vector<Interval> Merge(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end());
-  std::vector<Interval> out;
-  for (const auto& iv : v) {
-    if (iv.second <= iv.first) continue;
-    if (!out.empty() && iv.first <= out.back().second)
-      out.back().second = std::max(out.back().second, iv.second);
-    else
-      out.push_back(iv);
-  }
-  return out;
-}
-
-uint64_t Length(const std::vector<Interval>& merged) {
-  uint64_t n = 0;
-  for (const auto& iv : merged) n += iv.second - iv.first;
-  return n;
-}
-
-uint64_t IntersectionLength(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  uint64_t n = 0;
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    uint64_t lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
-    if (hi > lo) n += hi - lo;
-    (a[i].second < b[j].second) ? ++i : ++j;
-  }
-  return n;
 }
 
 /// Demangled display names, computed once per (process, string id).
@@ -86,6 +59,8 @@ class Demangler {
 /// Accumulates kernels of one name.
 struct KernelAcc {
   std::vector<uint64_t> durations;
+  UnionAcc busy;      ///< projected time (filled in the time-ordered pass)
+  uint32_t uidx = 0;  ///< index of `busy` in Analyze's union table (0: not yet listed)
   std::map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>, uint64_t>
       configs;  // (grid a,b,c, block d,e, smem f) -> launches
   uint64_t max_blocks = 0;
@@ -95,11 +70,11 @@ struct KernelAcc {
     ++configs[{r.a, r.b, r.c, r.d, r.e, r.f}];
     max_blocks = std::max<uint64_t>(max_blocks, uint64_t{r.a} * r.b * r.c);
   }
-  KernelRow Row(const std::string& name, uint64_t busy) {
+  KernelRow Row(const std::string& name, uint64_t busy_ns) {
     KernelRow k;
     k.name = name;
     k.stat = MakeStat(durations);
-    k.share = busy ? static_cast<double>(k.stat.total_ns) / static_cast<double>(busy) : 0;
+    k.share = busy_ns ? static_cast<double>(k.stat.total_ns) / static_cast<double>(busy_ns) : 0;
     auto best = std::max_element(configs.begin(), configs.end(),
                                  [](const auto& x, const auto& y) { return x.second < y.second; });
     if (best != configs.end()) {
@@ -119,14 +94,14 @@ struct KernelAcc {
 struct GroupAcc {
   uint64_t calls = 0, gpu_ns = 0, cpu_ns = 0, kernels = 0, memcpys = 0, memsets = 0, bytes = 0;
   int64_t mem_delta = 0;
-  std::vector<Interval> intervals;
+  UnionAcc busy;      ///< projected time (filled in the time-ordered pass)
+  uint32_t uidx = 0;  ///< index of `busy` in Analyze's union table (0: not yet listed)
   /// Keyed by the Demangler's interned name: equal names share one address.
   std::unordered_map<const std::string*, KernelAcc> kernels_beneath;
   bool with_kernels = true;
 
   void AddActivity(const Record& r, const std::string& kernel_name) {
     gpu_ns += r.DurationNs();
-    intervals.emplace_back(r.start_ns, r.end_ns);
     switch (r.Kind()) {
       case RecordKind::Kernel:
         ++kernels;
@@ -144,21 +119,20 @@ struct GroupAcc {
         break;
     }
   }
-  GroupRow Row(const std::string& key, uint64_t busy) {
+  GroupRow Row(const std::string& key, uint64_t busy_ns) {
     GroupRow g;
     g.key = key;
     g.calls = calls;
     g.gpu_ns = gpu_ns;
-    auto merged = Merge(std::move(intervals));
-    g.gpu_projected_ns = Length(merged);
+    g.gpu_projected_ns = busy.Total();
     g.cpu_ns = cpu_ns;
     g.kernels = kernels;
     g.memcpys = memcpys;
     g.memsets = memsets;
     g.bytes = bytes;
-    g.share = busy ? static_cast<double>(gpu_ns) / static_cast<double>(busy) : 0;
+    g.share = busy_ns ? static_cast<double>(gpu_ns) / static_cast<double>(busy_ns) : 0;
     g.mem_delta_bytes = mem_delta;
-    for (auto& [name, acc] : kernels_beneath) g.kernel_rows.push_back(acc.Row(*name, busy));
+    for (auto& [name, acc] : kernels_beneath) g.kernel_rows.push_back(acc.Row(*name, busy_ns));
     std::sort(g.kernel_rows.begin(), g.kernel_rows.end(), [](const auto& x, const auto& y) {
       return x.stat.total_ns != y.stat.total_ns ? x.stat.total_ns > y.stat.total_ns
                                                 : x.name < y.name;
@@ -241,7 +215,10 @@ const char* GroupByName(GroupBy by) {
 }
 
 uint64_t UnionLength(std::vector<std::pair<uint64_t, uint64_t>>& intervals) {
-  return Length(Merge(intervals));
+  std::sort(intervals.begin(), intervals.end());  // in place: no second list
+  UnionAcc u;
+  for (const auto& [s, e] : intervals) u.Add(s, std::max(s, e));
+  return u.Total();
 }
 
 Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
@@ -258,8 +235,24 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
   }
 
   Demangler names;
-  std::vector<Interval> gpu, kernel_iv, copy_iv;
-  std::map<std::pair<uint16_t, uint32_t>, std::pair<std::vector<Interval>, uint64_t>> streams;
+  // GPU activities with the accumulators they feed; their intervals are merged in one pass in
+  // time order after all processes are read (no per-group interval lists).
+  struct Act {
+    const Record* r;
+    uint32_t kernel, op, path;  ///< indices into `unions` (0: none)
+    uint32_t proc, stream;      ///< indices into proc_busy and stream_acc
+  };
+  std::vector<Act> acts;
+  std::vector<UnionAcc*> unions{nullptr};
+  auto union_of = [&unions](auto& acc) {
+    if (acc.uidx == 0) {
+      acc.uidx = static_cast<uint32_t>(unions.size());
+      unions.push_back(&acc.busy);
+    }
+    return acc.uidx;
+  };
+  std::map<std::pair<uint16_t, uint32_t>, uint32_t> streams;  ///< (device, stream) -> index
+  std::vector<std::pair<UnionAcc, uint64_t>> stream_acc;      ///< busy, activities
   std::map<std::string, KernelAcc> kernels;
   std::map<std::string, GroupAcc> ops, paths, view_stream, view_device;
   std::map<std::pair<std::string, std::string>, std::pair<std::vector<uint64_t>, uint32_t>> ranges;
@@ -269,6 +262,7 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
     int64_t delta;
   };
   std::vector<MemEvent> mem;
+  std::map<uint16_t, std::string> device_key;  ///< device view: row key of each device
   uint64_t first = UINT64_MAX, last = 0;
   std::vector<int> open;
 
@@ -280,7 +274,7 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
     ps.source = p.source;
     ps.complete = p.complete;
     uint64_t pfirst = UINT64_MAX, plast = 0;
-    std::vector<Interval> pgpu;
+    const auto proc_index = static_cast<uint32_t>(an.processes.size());
     ++S.processes;
     if (!p.complete) ++S.incomplete_processes;
     S.dropped_records += p.stats.dropped_records;
@@ -288,7 +282,9 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
 
     // Per-thread API intervals for "time in API calls" (outermost only: union per thread).
     std::map<uint32_t, std::vector<Interval>> api_by_thread;
-    std::unordered_map<const Record*, bool> launch_apis;
+    // Launching calls already counted, by record index (graph launches start many kernels).
+    std::vector<bool> launched(p.records.size());
+    uint64_t launches = 0;
 
     // Ranges: calls and CPU time by name, path and op (innermost name). Map entries are looked
     // up once per distinct name (or parent path and name) and reached by pointer afterwards:
@@ -304,11 +300,11 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
       uint64_t dur = r.end_ns - r.begin_ns;
       const uint32_t name_id = r.start->name;
       auto& rr = range_acc[(uint64_t{name_id} << 32) | r.start->b];
-      if (rr == nullptr) rr = &ranges[{std::string(r.name), p.strings.Get(r.start->b)}];
+      if (rr == nullptr) rr = &ranges[{std::string(ix.Name(i)), p.strings.Get(r.start->b)}];
       rr->first.push_back(dur);
       rr->second = std::max(rr->second, r.depth);
       GroupAcc*& op = op_acc[name_id];
-      if (op == nullptr) op = &ops[std::string(r.name)];
+      if (op == nullptr) op = &ops[std::string(ix.Name(i))];
       op_of[i] = op;
       ++op->calls;
       op->cpu_ns += dur;
@@ -317,10 +313,12 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
       auto pit = path_acc.find({parent, name_id});
       if (pit == path_acc.end()) {
         std::string path = r.parent >= 0 ? path_of[static_cast<size_t>(r.parent)]->first + "/" +
-                                               std::string(r.name)
-                                         : std::string(r.name);
+                                               std::string(ix.Name(i))
+                                         : std::string(ix.Name(i));
         pit =
             path_acc.emplace(std::make_pair(parent, name_id), paths.try_emplace(path).first).first;
+        // Kernel rows beneath a path are shown only in the range-path view.
+        pit->second->second.with_kernels = opts.by == GroupBy::RangePath;
       }
       path_of[i] = pit->second;
       ++path_of[i]->second.calls;
@@ -330,6 +328,9 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
     std::unordered_map<uint32_t, KernelAcc*> kernel_acc;
     GroupAcc *no_op = nullptr, *no_path = nullptr;
 
+    acts.reserve(acts.size() + static_cast<size_t>(std::count_if(
+                                   p.records.begin(), p.records.end(),
+                                   [](const Record& r) { return IsActivity(r.Kind()); })));
     for (const Record& r : p.records) {
       auto k = r.Kind();
       if (k == RecordKind::Invalid) continue;
@@ -375,28 +376,28 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
       if (!IsActivity(k)) continue;
 
       // GPU activity.
-      gpu.emplace_back(s, e);
-      pgpu.emplace_back(s, e);
-      auto& st = streams[{r.device, r.tid}];
-      st.first.emplace_back(s, e);
-      ++st.second;
+      Act act{&r, 0, 0, 0, proc_index, 0};
+      auto [sit, fresh] =
+          streams.try_emplace({r.device, r.tid}, static_cast<uint32_t>(stream_acc.size()));
+      if (fresh) stream_acc.emplace_back();
+      act.stream = sit->second;
+      ++stream_acc[act.stream].second;
       const std::string& kname = k == RecordKind::Kernel ? names.Get(p, r.name) : p.Name(r);
       if (k == RecordKind::Kernel) {
         ++S.kernels;
         S.kernel_ns += r.DurationNs();
         ++ps.kernels;
         ps.kernel_ns += r.DurationNs();
-        kernel_iv.emplace_back(s, e);
         KernelAcc*& ka = kernel_acc[r.name];
         if (ka == nullptr) ka = &kernels[kname];
         ka->Add(r);
+        act.kernel = union_of(*ka);
       } else if (k == RecordKind::Memcpy) {
         ++S.memcpys;
         S.memcpy_ns += r.DurationNs();
         size_t ck = r.flags < 6 ? r.flags : 0;
         S.memcpy_bytes[ck] += r.bytes;
         ++S.memcpy_count[ck];
-        copy_iv.emplace_back(s, e);
       } else {
         ++S.memsets;
         S.memset_bytes += r.bytes;
@@ -406,20 +407,31 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
       open.clear();
       if (const Record* api = ix.api_by_correlation.Find(r.correlation)) {
         ix.OpenAt(api->tid, api->start_ns, open);
-        if (k == RecordKind::Kernel) launch_apis[api] = true;
+        if (k == RecordKind::Kernel) {
+          auto idx = static_cast<size_t>(api - p.records.data());
+          if (!launched[idx]) {
+            launched[idx] = true;
+            ++launches;
+          }
+        }
       }
       if (open.empty()) {
         if (no_op == nullptr) {
           no_op = &ops[kNoRange];
           no_path = &paths[kNoRange];
+          no_path->with_kernels = opts.by == GroupBy::RangePath;
         }
         no_op->AddActivity(r, kname);
         no_path->AddActivity(r, kname);
+        act.op = union_of(*no_op);
+        act.path = union_of(*no_path);
         an.unattributed_gpu_ns += r.DurationNs();
       } else {
         size_t inner = static_cast<size_t>(open.back());
         op_of[inner]->AddActivity(r, kname);
         path_of[inner]->second.AddActivity(r, kname);
+        act.op = union_of(*op_of[inner]);
+        act.path = union_of(path_of[inner]->second);
       }
       if (opts.by == GroupBy::Stream) view_stream[StreamKey(r.device, r.tid)].AddActivity(r, kname);
       if (opts.by == GroupBy::Device) {
@@ -427,17 +439,21 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
         auto dn = p.meta.find("device." + std::to_string(r.device) + ".name");
         if (dn != p.meta.end()) key += " " + dn->second;
         view_device[key].AddActivity(r, kname);
+        device_key[r.device] = key;
       }
+      acts.push_back(act);
     }
 
-    S.launches += launch_apis.size();
-    for (auto& [tid, iv] : api_by_thread) S.api_ns += Length(Merge(std::move(iv)));
+    S.launches += launches;
+    for (auto& [tid, iv] : api_by_thread) {
+      S.api_ns += UnionLength(iv);
+      std::vector<Interval>().swap(iv);
+    }
     if (pfirst != UINT64_MAX) {
       first = std::min(first, pfirst);
       last = std::max(last, plast);
       ps.wall_ns = plast - pfirst;
     }
-    ps.gpu_busy_ns = Length(Merge(std::move(pgpu)));
     an.processes.push_back(ps);
 
     // Devices from the agent's DEVICE records (meta keys device.<id>.*).
@@ -467,17 +483,46 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
     S.end_ns = last;
     S.wall_ns = last - first;
   }
-  auto gpu_merged = Merge(std::move(gpu));
-  S.gpu_busy_ns = Length(gpu_merged);
+  // Every union in one pass over the activities in start order.
+  std::sort(acts.begin(), acts.end(),
+            [](const Act& a, const Act& b) { return a.r->start_ns < b.r->start_ns; });
+  UnionAcc all, kern, copy, kern_or_copy;
+  std::vector<UnionAcc> proc_busy(an.processes.size());
+  std::map<uint16_t, UnionAcc> device_busy;
+  for (const Act& a : acts) {
+    uint64_t s = a.r->start_ns, e = std::max(a.r->start_ns, a.r->end_ns);
+    all.Add(s, e);
+    proc_busy[a.proc].Add(s, e);
+    stream_acc[a.stream].first.Add(s, e);
+    if (opts.by == GroupBy::Device) device_busy[a.r->device].Add(s, e);
+    if (a.r->Kind() == RecordKind::Kernel) {
+      kern.Add(s, e);
+      kern_or_copy.Add(s, e);
+    } else if (a.r->Kind() == RecordKind::Memcpy) {
+      copy.Add(s, e);
+      kern_or_copy.Add(s, e);
+    }
+    for (uint32_t u : {a.kernel, a.op, a.path})
+      if (u) unions[u]->Add(s, e);
+  }
+  std::vector<Act>().swap(acts);
+  for (size_t i = 0; i < proc_busy.size(); ++i) an.processes[i].gpu_busy_ns = proc_busy[i].Total();
+  S.gpu_busy_ns = all.Total();
   S.gpu_idle_ns = S.wall_ns > S.gpu_busy_ns ? S.wall_ns - S.gpu_busy_ns : 0;
   S.utilisation =
       S.wall_ns ? static_cast<double>(S.gpu_busy_ns) / static_cast<double>(S.wall_ns) : 0;
   S.launch_rate_per_s =
       S.wall_ns ? static_cast<double>(S.launches) * 1e9 / static_cast<double>(S.wall_ns) : 0;
-  S.copy_compute_overlap_ns =
-      IntersectionLength(Merge(std::move(kernel_iv)), Merge(std::move(copy_iv)));
-  for (auto& [key, v] : streams)
-    S.streams.push_back({key.first, key.second, Length(Merge(std::move(v.first))), v.second});
+  // |K ∩ C| = |K| + |C| - |K ∪ C| for the unions of kernel and copy intervals.
+  S.copy_compute_overlap_ns = kern.Total() + copy.Total() - kern_or_copy.Total();
+  for (const auto& [key, i] : streams)
+    S.streams.push_back({key.first, key.second, stream_acc[i].first.Total(), stream_acc[i].second});
+  // The stream and device views group exactly like these unions.
+  for (const auto& [key, i] : streams) {
+    auto it = view_stream.find(StreamKey(key.first, key.second));
+    if (it != view_stream.end()) it->second.busy = stream_acc[i].first;
+  }
+  for (const auto& [dev, key] : device_key) view_device[key].busy = device_busy[dev];
 
   // Device memory timeline and peak (sum over devices).
   std::stable_sort(mem.begin(), mem.end(),
@@ -537,13 +582,10 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
       break;
   }
   if (opts.by == GroupBy::Kernel) {
-    // Projected time per kernel name needs the intervals: recompute from the accumulators.
-    std::unordered_map<std::string, std::vector<Interval>> iv;
-    for (const ProcessTrace& p : run.processes)
-      for (const Record& r : p.records)
-        if (r.Kind() == RecordKind::Kernel)
-          iv[names.Get(p, r.name)].emplace_back(r.start_ns, std::max(r.start_ns, r.end_ns));
-    for (auto& g : an.rows) g.gpu_projected_ns = Length(Merge(std::move(iv[g.key])));
+    for (auto& g : an.rows) {
+      auto it = kernels.find(g.key);
+      if (it != kernels.end()) g.gpu_projected_ns = it->second.busy.Total();
+    }
   }
   if (filter) {
     std::erase_if(an.rows, [&](const GroupRow& g) { return !std::regex_search(g.key, *filter); });

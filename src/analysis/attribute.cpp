@@ -35,6 +35,9 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
   ix.process = &p;
   std::unordered_map<uint32_t, const Record*> open_markers;  // marker id -> MarkerStart
   ix.api_by_correlation.Build(p);
+  ix.op_names.resize(p.strings.size());
+  for (size_t id = 0; id < ix.op_names.size(); ++id)
+    ix.op_names[id] = OpName(p.strings.Get(static_cast<uint32_t>(id)));
   for (const Record& r : p.records) {
     ix.end_ns = std::max(ix.end_ns, std::max(r.start_ns, r.end_ns));
   }
@@ -54,16 +57,14 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
     auto it = open_markers.find(m->a);
     if (it == open_markers.end()) continue;  // end without start (started before recording)
     const Record* s = it->second;
-    ix.ranges.push_back(
-        {s, s->tid, s->start_ns, std::max(s->start_ns, m->start_ns), true, 0, -1, {}});
+    ix.ranges.push_back({s, s->start_ns, std::max(s->start_ns, m->start_ns), s->tid, 0, -1, true});
     open_markers.erase(it);
   }
   for (const auto& [id, s] : open_markers)
-    ix.ranges.push_back(
-        {s, s->tid, s->start_ns, std::max(s->start_ns, ix.end_ns), false, 0, -1, {}});
+    ix.ranges.push_back({s, s->start_ns, std::max(s->start_ns, ix.end_ns), s->tid, 0, -1, false});
   for (const Record& r : p.records)
     if (r.Kind() == RecordKind::Range)
-      ix.ranges.push_back({&r, r.tid, r.start_ns, std::max(r.start_ns, r.end_ns), true, 0, -1, {}});
+      ix.ranges.push_back({&r, r.start_ns, std::max(r.start_ns, r.end_ns), r.tid, 0, -1, true});
 
   std::sort(ix.ranges.begin(), ix.ranges.end(), [](const RangeInterval& a, const RangeInterval& b) {
     if (a.tid != b.tid) return a.tid < b.tid;
@@ -82,7 +83,6 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
     }
     while (!stack.empty() && ix.ranges[static_cast<size_t>(stack.back())].end_ns <= r.begin_ns)
       stack.pop_back();
-    r.name = OpName(p.Name(*r.start));
     r.depth = static_cast<uint32_t>(stack.size());
     r.parent = stack.empty() ? -1 : stack.back();
     stack.push_back(static_cast<int>(i));
@@ -130,7 +130,7 @@ std::string ProcessIndex::Path(int i) const {
   std::string path;
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
     if (!path.empty()) path += '/';
-    path += ranges[static_cast<size_t>(*it)].name;
+    path += Name(static_cast<size_t>(*it));
   }
   return path;
 }

@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "analysis/intervals.h"
 #include "analysis/ranges.h"
 
 namespace kprof {
@@ -63,7 +64,11 @@ constexpr double kCriticalLossFraction = 0.01;
 // ---------------------------------------------------------------------------------------------
 // Small helpers.
 
-using Interval = std::pair<uint64_t, uint64_t>;
+using detail::Covered;
+using detail::Interval;
+using detail::Length;
+using detail::Merge;
+using detail::UnionAcc;
 
 std::string Dur(uint64_t ns) { return FormatDuration(ns); }
 std::string Pct(double p) { return fmt::format("{:.1f}%", p); }
@@ -77,53 +82,12 @@ Severity SeverityForPct(double pct) {
   return Severity::Info;
 }
 
-std::vector<Interval> Merge(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end());
-  std::vector<Interval> out;
-  for (const auto& iv : v) {
-    if (iv.second <= iv.first) continue;
-    if (!out.empty() && iv.first <= out.back().second)
-      out.back().second = std::max(out.back().second, iv.second);
-    else
-      out.push_back(iv);
-  }
-  return out;
-}
-
-uint64_t Length(const std::vector<Interval>& merged) {
-  uint64_t n = 0;
-  for (const auto& iv : merged) n += iv.second - iv.first;
-  return n;
-}
-
-/// Length of [lo, hi) covered by the merged, sorted intervals `m`.
-uint64_t Covered(const std::vector<Interval>& m, uint64_t lo, uint64_t hi) {
-  if (hi <= lo) return 0;
-  auto it = std::upper_bound(m.begin(), m.end(), Interval{lo, UINT64_MAX});
-  if (it != m.begin()) --it;
-  uint64_t n = 0;
-  for (; it != m.end() && it->first < hi; ++it) {
-    uint64_t a = std::max(lo, it->first), b = std::min(hi, it->second);
-    if (b > a) n += b - a;
-  }
-  return n;
-}
-
-uint64_t IntersectionLength(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  uint64_t n = 0;
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    uint64_t lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
-    if (hi > lo) n += hi - lo;
-    (a[i].second < b[j].second) ? ++i : ++j;
-  }
-  return n;
-}
-
-uint64_t Median(std::vector<uint64_t> v) {
+/// Lower median; reorders `v`.
+uint64_t Median(std::vector<uint64_t>& v) {
   if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[(v.size() - 1) / 2];
+  auto mid = v.begin() + static_cast<long>((v.size() - 1) / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
 }
 
 std::string Lower(std::string s) {
@@ -276,13 +240,12 @@ struct Tally {
 
 struct Gap {
   uint64_t start = 0, end = 0;
-  const Record* next = nullptr;  ///< first activity after the gap
-  size_t next_index = 0;         ///< its index in Proc::acts
-  uint64_t sync_blocked = 0;     ///< host time blocked in waits released inside the gap
-  uint64_t sync_claim = 0;       ///< -> excessive-sync
-  uint64_t launch_claim = 0;     ///< -> launch-bound
-  uint64_t idle_claim = 0;       ///< -> gpu-idle-gaps
-  bool warmup = false;           ///< the next kernel is a kernel's first execution (one-time cost)
+  uint32_t next_index = 0;    ///< index in Proc::acts of the first activity after the gap
+  uint64_t sync_blocked = 0;  ///< host time blocked in waits released inside the gap
+  uint64_t sync_claim = 0;    ///< -> excessive-sync
+  uint64_t launch_claim = 0;  ///< -> launch-bound
+  uint64_t idle_claim = 0;    ///< -> gpu-idle-gaps
+  bool warmup = false;        ///< the next kernel is a kernel's first execution (one-time cost)
   uint64_t Len() const { return end - start; }
 };
 
@@ -328,8 +291,7 @@ struct Proc {
   /// Innermost NVTX/CPU range open on `tid` at `t`, or "(no range)".
   std::string OpAt(uint32_t tid, uint64_t t) {
     ix.OpenAt(tid, t, open);
-    return open.empty() ? "(no range)"
-                        : std::string(ix.ranges[static_cast<size_t>(open.back())].name);
+    return open.empty() ? "(no range)" : std::string(ix.Name(static_cast<size_t>(open.back())));
   }
   std::string OpOf(const Record* api) { return api ? OpAt(api->tid, api->start_ns) : "(no range)"; }
 };
@@ -342,9 +304,12 @@ Proc BuildProc(const ProcessTrace& p) {
   // Outermost API calls: driver calls made inside a runtime call on the same thread are that
   // runtime call's implementation and would count its time twice.
   std::map<uint32_t, std::vector<Interval>> runtime_by_tid;
-  for (const Record& r : p.records)
-    if (r.Kind() == RecordKind::RuntimeApi)
-      runtime_by_tid[r.tid].emplace_back(r.start_ns, r.end_ns);
+  // (Only needed when there are driver calls: PyTorch profiler traces have none.)
+  if (std::any_of(p.records.begin(), p.records.end(),
+                  [](const Record& r) { return r.Kind() == RecordKind::DriverApi; }))
+    for (const Record& r : p.records)
+      if (r.Kind() == RecordKind::RuntimeApi)
+        runtime_by_tid[r.tid].emplace_back(r.start_ns, r.end_ns);
   for (auto& [tid, v] : runtime_by_tid) std::sort(v.begin(), v.end());
   std::vector<Interval> allocs;
   for (const Record& r : p.records) {
@@ -363,11 +328,17 @@ Proc BuildProc(const ProcessTrace& p) {
   }
   c.alloc_calls = Merge(std::move(allocs));
 
+  c.acts.reserve(
+      static_cast<size_t>(std::count_if(p.records.begin(), p.records.end(), [](const Record& r) {
+        return r.Kind() == RecordKind::Kernel || r.Kind() == RecordKind::Memcpy ||
+               r.Kind() == RecordKind::Memset;
+      })));
   for (const Record& r : p.records) {
     auto k = r.Kind();
     if (k == RecordKind::Kernel || k == RecordKind::Memcpy || k == RecordKind::Memset)
       c.acts.push_back(&r);
   }
+
   std::stable_sort(c.acts.begin(), c.acts.end(), [](const Record* a, const Record* b) {
     return a->start_ns != b->start_ns ? a->start_ns < b->start_ns : a->end_ns < b->end_ns;
   });
@@ -375,7 +346,22 @@ Proc BuildProc(const ProcessTrace& p) {
   for (const Record* a : c.acts)
     if (a->Kind() == RecordKind::Kernel && seen.insert(a->name).second) c.first_of_name.insert(a);
 
-  // Busy intervals and the gaps between them, each with the activity that ends it.
+  // Busy intervals and the gaps between them, each with the activity that ends it (counted
+  // first, so that the vectors are allocated once at their final size).
+  {
+    size_t runs = 0;
+    uint64_t end = 0;
+    for (const Record* a : c.acts) {
+      if (runs == 0 || a->start_ns > end) {
+        ++runs;
+        end = std::max(a->start_ns, a->end_ns);
+      } else {
+        end = std::max(end, a->end_ns);
+      }
+    }
+    c.busy.reserve(runs);
+    c.gaps.reserve(runs);
+  }
   for (size_t i = 0; i < c.acts.size(); ++i) {
     const Record* a = c.acts[i];
     uint64_t s = a->start_ns, e = std::max(a->start_ns, a->end_ns);
@@ -387,8 +373,7 @@ Proc BuildProc(const ProcessTrace& p) {
       Gap g;
       g.start = c.busy.back().second;
       g.end = s;
-      g.next = a;
-      g.next_index = i;
+      g.next_index = static_cast<uint32_t>(i);
       c.gaps.push_back(g);
     }
     c.busy.emplace_back(s, e);
@@ -445,7 +430,7 @@ Proc BuildProc(const ProcessTrace& p) {
     rest -= std::min(rest, Covered(c.alloc_calls, g.start, g.end));
     if (g.Len() >= kLongGapNs)
       g.idle_claim = rest;
-    else if (g.next->Kind() == RecordKind::Kernel)
+    else if (c.acts[g.next_index]->Kind() == RecordKind::Kernel)
       g.launch_claim = rest;
   }
   return c;
@@ -490,17 +475,24 @@ std::optional<Hint> LaunchBound(Ctx& c) {
       h.est_saving_ns += g.launch_claim;
       ++gaps;
       gap_len.push_back(g.Len());
-      ops.Add(p.OpOf(p.Api(*g.next)), g.launch_claim);
+      ops.Add(p.OpOf(p.Api(*p.acts[g.next_index])), g.launch_claim);
     }
-    std::unordered_set<const Record*> seen;
+  }
+  if (!Price(h, c)) return std::nullopt;
+  for (Proc& p : c.procs) {
+    std::vector<bool> seen(p.p->records.size());  // launching calls, by record index
     for (const Record* a : p.acts) {
       if (a->Kind() != RecordKind::Kernel) continue;
       kernel_ns.push_back(a->DurationNs());
       const Record* api = p.Api(*a);
-      if (api && seen.insert(api).second) launch_ns.push_back(api->DurationNs());
+      if (api == nullptr) continue;
+      auto idx = static_cast<size_t>(api - p.p->records.data());
+      if (!seen[idx]) {
+        seen[idx] = true;
+        launch_ns.push_back(api->DurationNs());
+      }
     }
   }
-  if (!Price(h, c)) return std::nullopt;
   const RunSummary& S = c.an.summary;
   h.summary =
       fmt::format("GPU idle {} between short kernels: the CPU does not launch work fast enough",
@@ -789,7 +781,7 @@ std::optional<Hint> GpuIdleGaps(Ctx& c) {
       h.est_saving_ns += g.idle_claim;
       // What the host was doing: on the thread that launched the work ending the gap, the NVTX
       // range open at mid-gap and the API call that overlaps the gap most.
-      const Record* api = p.Api(*g.next);
+      const Record* api = p.Api(*p.acts[g.next_index]);
       std::string cause;
       if (api) {
         uint64_t mid = g.start + g.Len() / 2;
@@ -856,23 +848,28 @@ std::optional<Hint> NoOverlap(Ctx& c) {
   };
   std::map<std::pair<uint16_t, uint32_t>, StreamUse> streams;
   for (Proc& p : c.procs) {
-    std::map<uint16_t, std::pair<std::vector<Interval>, std::vector<Interval>>> dev;
+    struct DevUse {
+      UnionAcc copies, kernels, either;
+    };
+    std::map<uint16_t, DevUse> dev;  // p.acts is in start order: unions in one pass
     for (const Record* a : p.acts) {
       auto& s = streams[{a->device, a->tid}];
       if (a->Kind() == RecordKind::Kernel) {
-        dev[a->device].second.emplace_back(a->start_ns, a->end_ns);
+        DevUse& d = dev[a->device];
+        d.kernels.Add(a->start_ns, std::max(a->start_ns, a->end_ns));
+        d.either.Add(a->start_ns, std::max(a->start_ns, a->end_ns));
         ++s.kernels;
         s.kernel_ns += a->DurationNs();
       } else if (a->Kind() == RecordKind::Memcpy && IsHostCopy(*a)) {
-        dev[a->device].first.emplace_back(a->start_ns, a->end_ns);
+        DevUse& d = dev[a->device];
+        d.copies.Add(a->start_ns, std::max(a->start_ns, a->end_ns));
+        d.either.Add(a->start_ns, std::max(a->start_ns, a->end_ns));
         ++s.copies;
         s.copy_ns += a->DurationNs();
       }
     }
-    for (auto& [d, v] : dev) {
-      auto copies = Merge(std::move(v.first)), kernels = Merge(std::move(v.second));
-      uint64_t cl = Length(copies), kl = Length(kernels),
-               both = IntersectionLength(copies, kernels);
+    for (auto& [d, u] : dev) {
+      uint64_t cl = u.copies.Total(), kl = u.kernels.Total(), both = cl + kl - u.either.Total();
       copy_ns += cl;
       kernel_ns += kl;
       overlap += both;

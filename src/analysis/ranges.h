@@ -15,12 +15,11 @@ namespace kprof::detail {
 /// One range on a CPU thread: an NVTX push/pop or start/end pair, or a Range record.
 struct RangeInterval {
   const Record* start = nullptr;  ///< MarkerStart or Range record (name, domain)
-  uint32_t tid = 0;               ///< thread it was opened on
   uint64_t begin_ns = 0, end_ns = 0;
-  bool closed = true;     ///< false: never ended (process died); end_ns = process end
-  uint32_t depth = 0;     ///< ranges open around it on its thread when it began
-  int parent = -1;        ///< index of the innermost enclosing range on its thread
-  std::string_view name;  ///< OpName() of the range's name (points into the process's strings)
+  uint32_t tid = 0;    ///< thread it was opened on
+  uint32_t depth = 0;  ///< ranges open around it on its thread when it began
+  int parent = -1;     ///< index of the innermost enclosing range on its thread
+  bool closed = true;  ///< false: never ended (process died); end_ns = process end
 };
 
 /// API call by correlation id; the runtime call wins over the driver call it made. Correlation
@@ -47,6 +46,14 @@ struct ProcessIndex {
   std::vector<RangeInterval> ranges;    ///< sorted by (tid, begin, longer first)
   CorrelationIndex api_by_correlation;  ///< launching API call of GPU work
   uint64_t end_ns = 0;                  ///< last timestamp of the process
+
+  /// OpName() of each string id of the process (computed once per id).
+  std::vector<std::string_view> op_names;
+  /// Operator name of range `i` (its name without PyTorch's emit_nvtx decorations).
+  std::string_view Name(size_t i) const {
+    uint32_t id = ranges[i].start->name;
+    return id < op_names.size() ? op_names[id] : std::string_view();
+  }
 
   /// Ranges open on `tid` at time `t`, outermost first (indices into `ranges`).
   void OpenAt(uint32_t tid, uint64_t t, std::vector<int>& out) const;
