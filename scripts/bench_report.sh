@@ -44,5 +44,5 @@ awk -v b="$bytes" -v w="$wall" -v r="$peak_kb" 'BEGIN {
   mb = b / 1e6
   printf "| file MB | wall s (median of 3) | MB/s | peak RSS MB | RSS / file |\n"
   printf "|---|---|---|---|---|\n"
-  printf "| %.0f | %.2f | %.0f | %.0f | %.2f |\n", mb, w, mb / w, r / 1024, (r * 1024) / b
+  printf "| %.0f | %.2f | %.0f | %.0f | %.3f |\n", mb, w, mb / w, r / 1024, (r * 1024) / b
 }'

@@ -238,15 +238,18 @@ struct Tally {
 // ---------------------------------------------------------------------------------------------
 // Per-process context shared by the rules.
 
+/// An idle interval between busy intervals of one process (40 bytes: there is one per kernel in
+/// a launch-bound run). What is left after the host waits goes to launch-bound or gpu-idle-gaps.
 struct Gap {
   uint64_t start = 0, end = 0;
-  uint32_t next_index = 0;    ///< index in Proc::acts of the first activity after the gap
-  uint64_t sync_blocked = 0;  ///< host time blocked in waits released inside the gap
-  uint64_t sync_claim = 0;    ///< -> excessive-sync
-  uint64_t launch_claim = 0;  ///< -> launch-bound
-  uint64_t idle_claim = 0;    ///< -> gpu-idle-gaps
-  bool warmup = false;        ///< the next kernel is a kernel's first execution (one-time cost)
+  uint64_t sync_claim = 0;  ///< -> excessive-sync (host time blocked in waits released here)
+  uint64_t rest_claim = 0;  ///< -> launch-bound or gpu-idle-gaps, as `idle` says
+  uint32_t next_index = 0;  ///< index in Proc::acts of the first activity after the gap
+  bool idle = false;        ///< rest_claim is gpu-idle-gaps' (else launch-bound's)
+  bool warmup = false;      ///< the next kernel is a kernel's first execution (one-time cost)
   uint64_t Len() const { return end - start; }
+  uint64_t launch_claim() const { return idle ? 0 : rest_claim; }
+  uint64_t idle_claim() const { return idle ? rest_claim : 0; }
 };
 
 struct SyncPoint {
@@ -412,10 +415,10 @@ Proc BuildProc(const ProcessTrace& p) {
                                [](uint64_t t, const Gap& g) { return t < g.start; });
     if (it == c.gaps.begin()) continue;
     --it;
-    if (s.release < it->end) it->sync_blocked += s.blocked;
+    if (s.release < it->end) it->sync_claim += s.blocked;
   }
   for (Gap& g : c.gaps) {
-    g.sync_claim = std::min(g.Len(), g.sync_blocked);
+    g.sync_claim = std::min(g.Len(), g.sync_claim);
     uint64_t rest = g.Len() - g.sync_claim;
     // Warm-up: the first kernel after the gap (a library's first call often begins with a
     // memset or copy, a training loop with an input upload) runs for the first time: module
@@ -428,10 +431,11 @@ Proc BuildProc(const ProcessTrace& p) {
     }
     if (g.warmup) continue;
     rest -= std::min(rest, Covered(c.alloc_calls, g.start, g.end));
-    if (g.Len() >= kLongGapNs)
-      g.idle_claim = rest;
-    else if (c.acts[g.next_index]->Kind() == RecordKind::Kernel)
-      g.launch_claim = rest;
+    if (g.Len() >= kLongGapNs) {
+      g.rest_claim = rest;
+      g.idle = true;
+    } else if (c.acts[g.next_index]->Kind() == RecordKind::Kernel)
+      g.rest_claim = rest;
   }
   return c;
 }
@@ -471,11 +475,11 @@ std::optional<Hint> LaunchBound(Ctx& c) {
   Tally ops;
   for (Proc& p : c.procs) {
     for (const Gap& g : p.gaps) {
-      if (!g.launch_claim) continue;
-      h.est_saving_ns += g.launch_claim;
+      if (!g.launch_claim()) continue;
+      h.est_saving_ns += g.launch_claim();
       ++gaps;
       gap_len.push_back(g.Len());
-      ops.Add(p.OpOf(p.Api(*p.acts[g.next_index])), g.launch_claim);
+      ops.Add(p.OpOf(p.Api(*p.acts[g.next_index])), g.launch_claim());
     }
   }
   if (!Price(h, c)) return std::nullopt;
@@ -777,8 +781,8 @@ std::optional<Hint> GpuIdleGaps(Ctx& c) {
         ++warm;
         warm_ns += g.Len();
       }
-      if (!g.idle_claim) continue;
-      h.est_saving_ns += g.idle_claim;
+      if (!g.idle_claim()) continue;
+      h.est_saving_ns += g.idle_claim();
       // What the host was doing: on the thread that launched the work ending the gap, the NVTX
       // range open at mid-gap and the API call that overlaps the gap most.
       const Record* api = p.Api(*p.acts[g.next_index]);
@@ -805,8 +809,8 @@ std::optional<Hint> GpuIdleGaps(Ctx& c) {
       } else {
         cause = "host activity unknown (launching call not recorded)";
       }
-      causes.Add(cause, g.idle_claim);
-      items.push_back({g.idle_claim, g.start - c.an.summary.start_ns, g.Len(), cause});
+      causes.Add(cause, g.idle_claim());
+      items.push_back({g.idle_claim(), g.start - c.an.summary.start_ns, g.Len(), cause});
     }
   if (!Price(h, c)) return std::nullopt;
   std::sort(items.begin(), items.end(),
