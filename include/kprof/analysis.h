@@ -97,7 +97,7 @@ struct RunSummary {
   uint64_t start_ns = 0, end_ns = 0;
   uint64_t wall_ns = 0;      ///< last record end - first record start
   uint64_t gpu_busy_ns = 0;  ///< union of all GPU activity intervals (all devices)
-  uint64_t gpu_idle_ns = 0;  ///< wall_ns - gpu_busy_ns (within the GPU window)
+  uint64_t gpu_idle_ns = 0;  ///< wall_ns - gpu_busy_ns
   double utilisation = 0;    ///< gpu_busy_ns / wall_ns
   uint64_t kernel_ns = 0;    ///< sum of kernel durations
   uint64_t kernels = 0;
@@ -181,9 +181,9 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts = {});
 /// Length of the union of [start,end) intervals (sorts in place).
 uint64_t UnionLength(std::vector<std::pair<uint64_t, uint64_t>>& intervals);
 
-/// "1.23 ms", "456 us", "12 ns" style duration for tables.
+/// Duration for tables: "999 ns", "1.50 us", "2.50 ms", "3.210 s".
 std::string FormatDuration(uint64_t ns);
-/// "1.5 GB", "12 MB", "512 B".
+/// Size in binary units: "512 B", "12.5 KiB", "17.0 MiB", "1.5 GiB".
 std::string FormatBytes(uint64_t bytes);
 
 }  // namespace kprof

@@ -19,10 +19,10 @@ struct Hint {
   std::string summary;                ///< one line naming the problem
   std::vector<std::string> evidence;  ///< lines: which ops/kernels/calls, how many, how much
   uint64_t est_saving_ns = 0;         ///< upper bound of what fixing it could save
-  double est_saving_pct = 0;          ///< est_saving_ns / wall time * 100
-  std::string assumption;             ///< what the estimate assumes
-  std::string fix_cuda;               ///< the fix, worded for CUDA C++
-  std::string fix_pytorch;            ///< the fix, worded for PyTorch
+  double est_saving_pct = 0;  ///< est_saving_ns / (wall time less start-up) * 100; docs/hints.md
+  std::string assumption;     ///< what the estimate assumes
+  std::string fix_cuda;       ///< the fix, worded for CUDA C++
+  std::string fix_pytorch;    ///< the fix, worded for PyTorch
 };
 
 /// Runs every rule; returns hints most costly first (ties: severity, then id).

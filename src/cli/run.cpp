@@ -208,10 +208,12 @@ int CmdRun(const std::vector<std::string>& args) {
     cli::Error("run", "no program given (usage: kprof run [options] -- PROGRAM [ARGS...])");
     return kExitUsage;
   }
-  if (!ParseFormat(v.format) || !ParseGroupBy(v.by)) {
+  // Options of the report are checked before the program runs, not after.
+  if (!ParseFormat(v.format) || !ParseGroupBy(v.by) ||
+      (v.sort != "gpu" && v.sort != "calls" && v.sort != "cpu" && v.sort != "name")) {
     cli::Error("run",
-               "--format must be table|csv|json|md and --by kernel|op|range-path|stream|"
-               "device");
+               "--format must be table|csv|json|md, --by kernel|op|range-path|stream|device and "
+               "--sort gpu|calls|cpu|name");
     return kExitUsage;
   }
   const std::string agent = FindAgent();
@@ -250,8 +252,12 @@ int CmdRun(const std::vector<std::string>& args) {
       std::fprintf(stderr, "kprof run: note: replacing CUDA_INJECTION64_PATH=%s\n", prev);
 
     Launch l = Start(prog, env);
-    status = l.status;
-    if (!l.started) return status;
+    if (!l.started) return l.status;
+    // kprof exits with the program's status; with --repeat, with the first failing one.
+    if (status == 0) status = l.status;
+    if (repeat > 1 && l.status != 0)
+      std::fprintf(stderr, "kprof run: repetition %d of %d exited with status %d\n", rep, repeat,
+                   l.status);
 
     auto files = RunFiles(dir);
     if (files.empty()) {

@@ -73,7 +73,10 @@ Run ReadInputs(const std::vector<std::string>& paths) {
     for (const auto& e : fs::directory_iterator(path, ec)) {
       const auto name = e.path().filename().string();
       if (e.is_regular_file() && e.path().extension() == ".kprof") files.push_back(e.path());
-      if (e.is_directory() && name.rfind("rep", 0) == 0) reps.push_back(name);
+      // kprof run --repeat N writes rep1..repN ("reports" is not one).
+      if (e.is_directory() && name.size() > 3 && name.rfind("rep", 0) == 0 &&
+          name.find_first_not_of("0123456789", 3) == std::string::npos)
+        reps.push_back(name);
     }
     if (ec) throw InputError(path + ": " + ec.message());
     if (files.empty()) {

@@ -3,6 +3,9 @@
 
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <string>
+#include <string_view>
+#include <unordered_map>
 
 #include "kprof/output.h"
 
@@ -227,11 +230,25 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
     if (a.rows.empty()) out << "  (no GPU activity)\n";
     out << "\n";
   }
-  out << "Top kernels by GPU time\n";
-  if (a.kernels.empty())
-    out << "  (no kernels recorded)\n";
-  else
-    KernelTable(out, a.kernels, o.top, "  ");
+  if (a.by == GroupBy::Kernel) {
+    // The kernel view: the rows as --filter and --sort left them, with full statistics.
+    std::unordered_map<std::string_view, const KernelRow*> by_name;
+    for (const auto& k : a.kernels) by_name.emplace(k.name, &k);
+    std::vector<KernelRow> shown;
+    for (const auto& g : a.rows)
+      if (auto it = by_name.find(g.key); it != by_name.end()) shown.push_back(*it->second);
+    out << "GPU time by kernel\n";
+    if (shown.empty())
+      out << (a.kernels.empty() ? "  (no kernels recorded)\n" : "  (no kernel matches)\n");
+    else
+      KernelTable(out, shown, o.top, "  ");
+  } else {
+    out << "Top kernels by GPU time\n";
+    if (a.kernels.empty())
+      out << "  (no kernels recorded)\n";
+    else
+      KernelTable(out, a.kernels, o.top, "  ");
+  }
   out << "\nTotals\n";
   Totals(out, s, "  ");
 

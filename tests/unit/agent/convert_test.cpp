@@ -107,14 +107,14 @@ TEST(AgentConvert, MemcpyDirectionAndHostMemoryKind) {
 }
 
 TEST(AgentConvert, SyncKindsMapOneToOne) {
-  for (auto [cupti, kp] : {std::pair{CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE,
-                                     SyncKind::EventSynchronize},
-                           std::pair{CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT,
-                                     SyncKind::StreamWaitEvent},
-                           std::pair{CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE,
-                                     SyncKind::StreamSynchronize},
-                           std::pair{CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE,
-                                     SyncKind::ContextSynchronize}}) {
+  for (auto [cupti, kp] :
+       {std::pair{CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE,
+                  SyncKind::EventSynchronize},
+        std::pair{CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT, SyncKind::StreamWaitEvent},
+        std::pair{CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE,
+                  SyncKind::StreamSynchronize},
+        std::pair{CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE,
+                  SyncKind::ContextSynchronize}}) {
     auto s = Zeroed<CUpti_ActivitySynchronization2>();
     s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
     s.type = cupti;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -68,6 +69,32 @@ TEST(KinetoCrossCheck, KernelViewMatchesPyTorchKeyAverages) {
     auto it = torch.find(row.key);
     ASSERT_NE(it, torch.end()) << row.key;
     EXPECT_EQ(row.calls, it->second.count) << row.key;
+  }
+}
+
+// The acceptance as users run it: `kprof report TRACE --by kernel --format json`, read back.
+TEST(KinetoCrossCheck, CliJsonKernelRowsMatchPyTorchKeyAverages) {
+  const std::string dir = test::FixtureDir();
+  auto torch = TorchKernels(dir + "/mlp_train_free.key_averages.json");
+  ASSERT_FALSE(torch.empty());
+  const std::string json_path = ::testing::TempDir() + "/kineto_kernels.json";
+  const std::string cmd = std::string(KPROF_BINARY_DIR) + "/kprof report " + dir +
+                          "/mlp_train_free.trace.json.gz --by kernel --format json -o " + json_path;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream f(json_path);
+  nlohmann::json doc = nlohmann::json::parse(f);
+  ASSERT_EQ(doc.at("schema"), "kprof.summary");
+  ASSERT_EQ(doc.at("view"), "kernel");
+  const auto& rows = doc.at("rows");
+  ASSERT_EQ(rows.size(), torch.size());
+  for (const auto& row : rows) {
+    std::string name = row.at("key");
+    SCOPED_TRACE(name);
+    auto it = torch.find(name);
+    ASSERT_NE(it, torch.end()) << "kernel not in PyTorch's key averages";
+    EXPECT_EQ(row.at("calls").get<uint64_t>(), it->second.count);
+    const double expected_ns = it->second.device_total_us * 1000.0;
+    EXPECT_NEAR(row.at("gpu_ns").get<double>(), expected_ns, std::max(1000.0, expected_ns * 0.001));
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -220,6 +221,54 @@ TEST(Recordings, DiffAndCheckOnARealRun) {
   // The planted hint runs differ from the healthy one: more kernels, other ops.
   auto other = RunCommand(k + " diff " + run + " " + Fixture("hint_launch_bound"));
   EXPECT_EQ(other.status, 1) << other.output;
+}
+
+}  // namespace
+}  // namespace kprof
+
+namespace kprof {
+namespace {
+
+using namespace kprof::test;
+
+TEST(RecordingsCli, KernelViewTableHonoursFilterAndSort) {
+  auto r = RunCommand(Kprof() + " report " + std::string(KPROF_SOURCE_DIR) +
+                      "/tests/fixtures/gpu/train_step --by kernel --filter matmul --no-hints");
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto table = r.output.substr(0, r.output.find("Totals"));
+  EXPECT_NE(table.find("matmul_like_bwd(float*, int)"), std::string::npos) << r.output;
+  EXPECT_EQ(table.find("sgd_update"), std::string::npos) << r.output;
+  EXPECT_EQ(table.find("attention_like"), std::string::npos) << r.output;
+}
+
+TEST(RecordingsCli, RunChecksReportOptionsBeforeStartingTheProgram) {
+  TempDir tmp;
+  std::string marker = tmp / "ran";
+  auto r = RunCommand(Kprof() + " run --sort bogus -o " + (tmp / "run") + " -- touch " + marker);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--sort"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(marker)) << "the program ran despite a usage error";
+}
+
+TEST(RecordingsCli, RepeatExitsWithTheFirstFailingStatus) {
+  // The first repetition fails (exit 3), the later ones succeed: kprof must not hide it.
+  TempDir tmp;
+  std::string marker = tmp / "seen";
+  auto r = RunCommand(Kprof() + " run --quiet --repeat 3 -o " + (tmp / "run") +
+                      " -- sh -c 'test -e " + marker + " || { touch " + marker + "; exit 3; }'");
+  EXPECT_EQ(r.status, 3) << r.output;
+  EXPECT_NE(r.output.find("repetition 1 of 3 exited with status 3"), std::string::npos) << r.output;
+}
+
+TEST(RecordingsCli, OnlyRepDigitsDirectoriesAreRepeatedRuns) {
+  // A run directory with an unrelated "reports" folder beside its file is still one run.
+  TempDir tmp;
+  std::string run = tmp / "run";
+  std::filesystem::create_directories(run + "/reports");
+  std::filesystem::copy(std::string(KPROF_SOURCE_DIR) + "/tests/fixtures/gpu/vector_add", run,
+                        std::filesystem::copy_options::recursive);
+  auto r = RunCommand(Kprof() + " report " + run + " --format json --no-hints");
+  EXPECT_EQ(r.status, 0) << r.output;
 }
 
 }  // namespace
