@@ -7,7 +7,7 @@
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_session.sh OUT [BUILD_DIR] [STEPS]}
 BUILD=${2:-build}
-STEPS=${3:-"tests fixtures diff bench nsys"}  # also: experiments
+STEPS=${3:-"tests fixtures diff bench nsys demo"}  # also: default, experiments
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -84,6 +84,19 @@ if step nsys; then
     echo "nsys not found" >> "$OUT/bench.log"
   fi
 fi
+if step demo; then
+  # What a user sees: a crash keeps its partial results and its exit status; PyTorch with NVTX.
+  {
+    echo "== kprof run -- kernels/crash abort 50"
+    "$BUILD/kprof" run --top 3 -o /tmp/kprof-demo-crash --force -- "$BUILD/kernels/crash" abort 50
+    echo "exit=$?"
+    echo "== kprof run -- python3 tests/gpu/scripts/torch_nvtx.py"
+    "$BUILD/kprof" run --top 5 -o /tmp/kprof-demo-torch --force -- python3 tests/gpu/scripts/torch_nvtx.py
+    echo "exit=$?"
+  } > "$OUT/demo.log" 2>&1
+  grep -E "^(==|exit=)" "$OUT/demo.log" >> "$OUT/summary.txt"
+fi
+
 if step experiments; then
   # Ad-hoc investigations; what they show goes into the code and docs, not into tests.
   [ -x scripts/gpu_experiments.sh ] && timeout 300 scripts/gpu_experiments.sh "$BUILD" \
