@@ -71,6 +71,10 @@ ProcessTrace ReadRunFile(const std::string& path);
 /// or Chrome trace JSON (plain or gzip), detected from the content. Throws InputError.
 Run ReadInputs(const std::vector<std::string>& paths);
 
+/// Repetition number N of a directory named "repN" (N ≥ 1, as `kprof run --repeat` writes
+/// them), or 0 for any other name ("reports", "rep", "rep0").
+uint32_t RepNumber(std::string_view dir_name);
+
 /// Writes a whole ProcessTrace as a kprof run file (tests, fixtures, conversions).
 /// Throws InputError if the file cannot be written.
 void WriteRunFile(const std::string& path, const ProcessTrace& trace);

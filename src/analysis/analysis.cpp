@@ -351,6 +351,9 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
           break;
         case RecordKind::MemAlloc:
         case RecordKind::MemFree: {
+          // Device memory only: pinned or pageable host allocations (cudaHostAlloc) are not.
+          auto mk = static_cast<MemKind>(r.c);
+          if (mk == MemKind::Pinned || mk == MemKind::Pageable) break;
           bool alloc = k == RecordKind::MemAlloc;
           alloc ? ++S.allocs : ++S.frees;
           int64_t delta = alloc ? static_cast<int64_t>(r.bytes) : -static_cast<int64_t>(r.bytes);

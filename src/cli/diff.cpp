@@ -172,10 +172,8 @@ std::vector<std::pair<uint64_t, std::string>> RepDirs(const std::string& dir, bo
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     if (e.is_regular_file() && e.path().extension() == ".kprof") has_files = true;
-    if (!e.is_directory() || name.size() < 4 || name.compare(0, 3, "rep") != 0) continue;
-    const std::string digits = name.substr(3);
-    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
-    reps.emplace_back(std::stoull(digits), e.path().string());
+    const uint32_t n = e.is_directory() ? RepNumber(name) : 0;
+    if (n > 0) reps.emplace_back(n, e.path().string());
   }
   if (ec) throw InputError(dir + ": " + ec.message());
   std::sort(reps.begin(), reps.end());

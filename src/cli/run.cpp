@@ -225,6 +225,14 @@ int CmdRun(const std::vector<std::string>& args) {
   }
   if (out_dir.empty()) out_dir = DefaultOutputDir();
 
+  if (force) {
+    // Repetitions of an earlier run in the same directory would be read as runs of this one.
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(out_dir, ec)) {
+      if (e.is_directory() && RepNumber(e.path().filename().string()) > 0)
+        fs::remove_all(e.path(), ec);
+    }
+  }
   int status = 0;
   for (int rep = 1; rep <= repeat; ++rep) {
     std::string dir = repeat == 1 ? out_dir : out_dir + "/rep" + std::to_string(rep);

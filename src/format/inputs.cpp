@@ -57,6 +57,16 @@ void AddFile(Run& run, const std::string& path, bool show_progress) {
 
 }  // namespace
 
+uint32_t RepNumber(std::string_view name) {
+  if (name.size() < 4 || name.size() > 12 || name.substr(0, 3) != "rep") return 0;
+  uint32_t n = 0;
+  for (char c : name.substr(3)) {
+    if (c < '0' || c > '9') return 0;
+    n = n * 10 + static_cast<uint32_t>(c - '0');
+  }
+  return n;
+}
+
 Run ReadInputs(const std::vector<std::string>& paths) {
   Run run;
   if (paths.empty()) throw InputError("no input files given");
@@ -73,10 +83,7 @@ Run ReadInputs(const std::vector<std::string>& paths) {
     for (const auto& e : fs::directory_iterator(path, ec)) {
       const auto name = e.path().filename().string();
       if (e.is_regular_file() && e.path().extension() == ".kprof") files.push_back(e.path());
-      // kprof run --repeat N writes rep1..repN ("reports" is not one).
-      if (e.is_directory() && name.size() > 3 && name.rfind("rep", 0) == 0 &&
-          name.find_first_not_of("0123456789", 3) == std::string::npos)
-        reps.push_back(name);
+      if (e.is_directory() && RepNumber(name) > 0) reps.push_back(name);
     }
     if (ec) throw InputError(path + ": " + ec.message());
     if (files.empty()) {

@@ -251,3 +251,40 @@ TEST(Units, UnionAndFormatting) {
 
 }  // namespace
 }  // namespace kprof
+
+namespace kprof {
+namespace {
+
+// Pinned and pageable host allocations (cudaHostAlloc) are not device memory.
+TEST(Analysis, PeakDeviceMemoryIgnoresHostAllocations) {
+  test::TraceBuilder b;
+  struct A {
+    uint64_t t;
+    uint64_t bytes;
+    MemKind kind;
+  };
+  for (const A& a : {A{100, 1000, MemKind::Device}, A{200, 1u << 30, MemKind::Pinned},
+                     A{300, 500, MemKind::Unknown}, A{400, 64, MemKind::Pageable}}) {
+    Record& m = b.Add(RecordKind::MemAlloc, "", a.t, a.t);
+    m.bytes = a.bytes;
+    m.c = static_cast<uint32_t>(a.kind);
+  }
+  kprof::Run run;
+  run.processes.push_back(b.t);
+  Analysis an = Analyze(run);
+  EXPECT_EQ(an.summary.peak_memory_bytes, 1500);  // device + unknown (foreign traces)
+  EXPECT_EQ(an.summary.allocs, 2u);
+}
+
+TEST(Analysis, RepNumberAcceptsOnlyRepeatDirectories) {
+  EXPECT_EQ(RepNumber("rep1"), 1u);
+  EXPECT_EQ(RepNumber("rep12"), 12u);
+  EXPECT_EQ(RepNumber("rep0"), 0u);
+  EXPECT_EQ(RepNumber("rep"), 0u);
+  EXPECT_EQ(RepNumber("reports"), 0u);
+  EXPECT_EQ(RepNumber("rep1a"), 0u);
+  EXPECT_EQ(RepNumber("xrep1"), 0u);
+}
+
+}  // namespace
+}  // namespace kprof
