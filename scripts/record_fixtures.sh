@@ -45,6 +45,13 @@ for prog in "$K"/hint_* "$K"/healthy_gemm; do
   record "$name" "$prog" "${args[@]}"
 done
 record train_step "$K/train_step" 20 0
+# kprof diff on real runs: 5 runs of train_step, 5 more, and 5 with attention_like 10% slower.
+for side in base same slow10; do
+  rm -rf "${DEST:?}/diff/$side"
+  slow=0
+  [ "$side" = slow10 ] && slow=10
+  "$BUILD/kprof" run --quiet --repeat 5 -o "$DEST/diff/$side" -- "$K/train_step" 50 "$slow" >/dev/null
+done
 if "$PY" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   record torch_nvtx "$PY" tests/gpu/scripts/torch_nvtx.py
 fi

@@ -273,3 +273,34 @@ TEST(RecordingsCli, OnlyRepDigitsDirectoriesAreRepeatedRuns) {
 
 }  // namespace
 }  // namespace kprof
+
+namespace kprof {
+namespace {
+
+using namespace kprof::test;
+
+// Issue 5 on runs recorded on the H100 (tests/fixtures/gpu/diff): 5 runs of train_step against
+// 5 more runs of the same workload pass; against 5 runs with attention_like 10% slower they fail,
+// naming that kernel and no other.
+TEST(RecordedDiff, SameWorkloadFiveAgainstFivePasses) {
+  const std::string d = std::string(KPROF_SOURCE_DIR) + "/tests/fixtures/gpu/diff/";
+  auto r = RunCommand(Kprof() + " diff " + d + "base " + d + "same");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("5 vs 5 runs: Mann-Whitney U"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("regression "), std::string::npos) << r.output;
+}
+
+TEST(RecordedDiff, OneKernelTenPercentSlowerFailsNamingIt) {
+  const std::string d = std::string(KPROF_SOURCE_DIR) + "/tests/fixtures/gpu/diff/";
+  auto r = RunCommand(Kprof() + " diff " + d + "base " + d + "slow10 --format json");
+  EXPECT_EQ(r.status, 1) << r.output;
+  nlohmann::json doc = nlohmann::json::parse(r.output);
+  std::vector<std::string> regressed;
+  for (const auto& k : doc.at("kernels"))
+    if (k.at("verdict") == "regression") regressed.push_back(k.at("name"));
+  ASSERT_EQ(regressed.size(), 1u) << r.output;
+  EXPECT_EQ(regressed[0], "attention_like(float*, int)");
+}
+
+}  // namespace
+}  // namespace kprof
