@@ -136,9 +136,12 @@ TEST_P(RecordedHints, TopHintIsThePlantedOne) {
   // dominant-kernel is informational and profiler-data-loss prices only profiler overhead (lost
   // records are not priced): docs/hints.md, "Contract".
   const std::string expected = GetParam().expected;
-  if (expected != "dominant-kernel") EXPECT_GE(hints.front().severity, Severity::Warning) << ids;
-  if (expected != "dominant-kernel" && expected != "profiler-data-loss")
+  if (expected != "dominant-kernel") {
+    EXPECT_GE(hints.front().severity, Severity::Warning) << ids;
+  }
+  if (expected != "dominant-kernel" && expected != "profiler-data-loss") {
     EXPECT_GT(hints.front().est_saving_ns, 0u);
+  }
   for (const Hint& h : hints) {
     EXPECT_LE(h.est_saving_ns, a.summary.wall_ns) << h.id;
     EXPECT_FALSE(h.evidence.empty()) << h.id;
