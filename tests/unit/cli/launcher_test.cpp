@@ -115,7 +115,10 @@ TEST(Launcher, RepeatRunsTheProgramNTimes) {
 TEST(Launcher, ForwardsSigtermToTheProgram) {
   TempDir d;
   std::string flag = d / "got-term";
-  std::string script = "trap 'echo term > " + flag + "; exit 7' TERM; sleep 20 & wait";
+  // The background sleep must not hold the test's output pipe open after the shell exits, or
+  // ctest waits for it.
+  std::string script =
+      "trap 'echo term > " + flag + "; exit 7' TERM; sleep 20 </dev/null >/dev/null 2>&1 & wait";
   std::vector<std::string> args = {test::Kprof(), "run", "-o", d / "run", "--", "sh", "-c", script};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
