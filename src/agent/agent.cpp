@@ -106,6 +106,8 @@ struct Agent {
   std::mutex flusher_mu;
   std::condition_variable flusher_cv;
   bool stop_flusher = false;
+  bool flusher_done = false;  // guarded by flusher_mu
+  pid_t pid = 0;              // the process that initialised the agent (not a forked child)
   int flush_period_ms = 1000;
 
   // Counters (writer thread, except dropped which CUPTI reports on its thread).
@@ -280,6 +282,8 @@ void FlusherLoop() {
     KPROF_CUPTI(cuptiActivityFlushAll(0));
     lock.lock();
   }
+  a.flusher_done = true;
+  a.flusher_cv.notify_all();
 }
 
 // Runs cuptiActivityFlushAll on a helper thread and gives up waiting after `timeout_ms`
@@ -330,7 +334,20 @@ void Finish(const std::string& reason) {
     a.stop_flusher = true;
     a.flusher_cv.notify_all();
   }
-  if (a.flusher_thread.joinable()) a.flusher_thread.join();
+  // A periodic flush stuck inside CUPTI must not keep the program from exiting.
+  bool flusher_stopped;
+  {
+    std::unique_lock<std::mutex> lock(a.flusher_mu);
+    flusher_stopped = a.flusher_cv.wait_for(lock, std::chrono::milliseconds(kExitFlushTimeoutMs),
+                                            [&] { return a.flusher_done; });
+  }
+  if (a.flusher_thread.joinable()) {
+    if (flusher_stopped) {
+      a.flusher_thread.join();
+    } else {
+      a.flusher_thread.detach();
+    }
+  }
   bool drained = WaitDrained(kExitFlushTimeoutMs);
   {
     std::lock_guard<std::mutex> lock(a.q_mu);
@@ -407,7 +424,9 @@ void SignalThreadLoop() {
 void OnSignal(int sig, siginfo_t* info, void* ctx) {
   int saved_errno = errno;
   Agent& a = A();
-  if (a.active && a.sig_pipe[1] >= 0) {
+  // A child forked without exec inherits this handler and the pipes, but not the threads:
+  // only the process that started the agent talks to its signal thread.
+  if (a.active && a.sig_pipe[1] >= 0 && getpid() == a.pid) {
     unsigned char s = static_cast<unsigned char>(sig);
     if (write(a.sig_pipe[1], &s, 1) == 1) {
       struct pollfd pfd = {a.ack_pipe[0], POLLIN, 0};
@@ -604,6 +623,10 @@ int Initialize() {
   MetaList setup{{"api_callbacks_enabled", std::to_string(apis)}};
   if (!ok) setup.emplace_back("agent_error", "CUPTI activity setup failed; see stderr");
   a.writer.WriteMeta(setup);
+  a.pid = getpid();
+  // A child forked without exec has no writer, flusher or signal thread: it records nothing
+  // (CUDA is not usable there either) and must not finish the parent's file at its exit.
+  pthread_atfork(nullptr, nullptr, [] { A().active = false; });
   a.active = true;
   a.writer_thread = std::thread(WriterLoop);
   a.flusher_thread = std::thread(FlusherLoop);

@@ -335,7 +335,7 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
       auto k = r.Kind();
       if (k == RecordKind::Invalid) continue;
       uint64_t s = r.start_ns, e = std::max(r.start_ns, r.end_ns);
-      if (s) {
+      if (s || IsActivity(k)) {  // 0 is "no timestamp", except for GPU work (rebased traces)
         pfirst = std::min(pfirst, s);
         plast = std::max(plast, e);
       }

@@ -417,18 +417,19 @@ Proc BuildProc(const ProcessTrace& p) {
     --it;
     if (s.release < it->end) it->sync_claim += s.blocked;
   }
+  // Index of the first kernel at or after each activity (one backward pass; acts.size() = none).
+  std::vector<uint32_t> next_kernel(c.acts.size() + 1, static_cast<uint32_t>(c.acts.size()));
+  for (size_t i = c.acts.size(); i-- > 0;)
+    next_kernel[i] =
+        c.acts[i]->Kind() == RecordKind::Kernel ? static_cast<uint32_t>(i) : next_kernel[i + 1];
   for (Gap& g : c.gaps) {
     g.sync_claim = std::min(g.Len(), g.sync_claim);
     uint64_t rest = g.Len() - g.sync_claim;
     // Warm-up: the first kernel after the gap (a library's first call often begins with a
     // memset or copy, a training loop with an input upload) runs for the first time: module
     // loading, library set-up, autotuning, the program's own initialisation.
-    for (size_t i = g.next_index; i < c.acts.size(); ++i) {
-      const Record* a = c.acts[i];
-      if (a->Kind() != RecordKind::Kernel) continue;
-      g.warmup = c.first_of_name.count(a) > 0;
-      break;
-    }
+    if (uint32_t k = next_kernel[g.next_index]; k < c.acts.size())
+      g.warmup = c.first_of_name.count(c.acts[k]) > 0;
     if (g.warmup) continue;
     rest -= std::min(rest, Covered(c.alloc_calls, g.start, g.end));
     if (g.Len() >= kLongGapNs) {
@@ -775,7 +776,14 @@ std::optional<Hint> GpuIdleGaps(Ctx& c) {
   std::vector<Item> items;
   Tally causes;
   uint64_t warm = 0, warm_ns = 0;
-  for (Proc& p : c.procs)
+  for (Proc& p : c.procs) {
+    // Outermost API calls per thread, by start (they do not overlap on one thread), so that the
+    // calls inside a gap are found by binary search.
+    std::unordered_map<uint32_t, std::vector<const Record*>> apis_of;
+    for (const Record* a : p.apis) apis_of[a->tid].push_back(a);
+    for (auto& [tid, v] : apis_of)
+      std::sort(v.begin(), v.end(),
+                [](const Record* x, const Record* y) { return x->start_ns < y->start_ns; });
     for (const Gap& g : p.gaps) {
       if (g.warmup && g.Len() >= kLongGapNs) {
         ++warm;
@@ -792,8 +800,13 @@ std::optional<Hint> GpuIdleGaps(Ctx& c) {
         std::string op = p.OpAt(api->tid, mid);
         const Record* best = nullptr;
         uint64_t best_ov = 0;
-        for (const Record* a : p.apis) {
-          if (a->tid != api->tid || a->end_ns <= g.start || a->start_ns >= g.end) continue;
+        const auto& calls = apis_of[api->tid];
+        auto it = std::lower_bound(calls.begin(), calls.end(), g.start,
+                                   [](const Record* a, uint64_t t) { return a->start_ns < t; });
+        if (it != calls.begin()) --it;  // a call that began before the gap may reach into it
+        for (; it != calls.end() && (*it)->start_ns < g.end; ++it) {
+          const Record* a = *it;
+          if (a->end_ns <= g.start) continue;
           uint64_t ov = std::min(a->end_ns, g.end) - std::max(a->start_ns, g.start);
           if (ov > best_ov) {
             best_ov = ov;
@@ -812,6 +825,7 @@ std::optional<Hint> GpuIdleGaps(Ctx& c) {
       causes.Add(cause, g.idle_claim());
       items.push_back({g.idle_claim(), g.start - c.an.summary.start_ns, g.Len(), cause});
     }
+  }
   if (!Price(h, c)) return std::nullopt;
   std::sort(items.begin(), items.end(),
             [](const Item& a, const Item& b) { return a.claim > b.claim; });

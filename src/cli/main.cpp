@@ -38,13 +38,20 @@ void PreferHugePages(char** argv) {
 #if defined(__linux__) && defined(__GLIBC__)
   if (const char* v = std::getenv("KPROF_HUGEPAGES"); v != nullptr && std::strcmp(v, "0") == 0)
     return;
+  // Once only (glibc drops tunables for privileged programs, which would otherwise loop).
+  if (std::getenv("KPROF_REEXECUTED") != nullptr) {
+    unsetenv("KPROF_REEXECUTED");
+    return;
+  }
   const char* old = std::getenv("GLIBC_TUNABLES");
   std::string tunables = old != nullptr ? old : "";
-  if (tunables.find("glibc.malloc.hugetlb") != std::string::npos) return;  // set, or re-executed
+  if (tunables.find("glibc.malloc.hugetlb") != std::string::npos) return;  // set by the user
+  if (setenv("KPROF_REEXECUTED", "1", 1) != 0) return;
   std::string with =
       tunables.empty() ? "glibc.malloc.hugetlb=1" : tunables + ":glibc.malloc.hugetlb=1";
   if (setenv("GLIBC_TUNABLES", with.c_str(), 1) != 0) return;
   execv("/proc/self/exe", argv);
+  unsetenv("KPROF_REEXECUTED");
   if (old != nullptr) {  // exec failed: restore and carry on
     setenv("GLIBC_TUNABLES", tunables.c_str(), 1);
   } else {

@@ -29,11 +29,14 @@ namespace {
 namespace fs = std::filesystem;
 
 std::atomic<pid_t> g_child{0};
+/// A signal kprof received while the program ran: no further --repeat repetition starts.
+volatile sig_atomic_t g_stop = 0;
 
 // Signals sent to kprof itself (kill, a CI runner's timeout) go on to the program. Signals from
 // the terminal (Ctrl-C) already reach the whole foreground process group: forwarding those too
 // would deliver them twice.
 void Forward(int sig, siginfo_t* info, void*) {
+  g_stop = sig;
   pid_t child = g_child.load();
   if (child > 0 && info != nullptr && info->si_code <= 0) ::kill(child, sig);
 }
@@ -108,13 +111,19 @@ Launch Start(const std::vector<std::string>& argv, const std::vector<std::string
   struct sigaction old[4];
   const int sigs[4] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
+  // Handlers go in before fork, so that a signal in between is not lost (g_child is 0 until the
+  // program exists: the signal is remembered in g_stop). The child restores the old actions
+  // before exec.
+  for (int i = 0; i < 4; ++i) ::sigaction(sigs[i], &sa, &old[i]);
   pid_t pid = ::fork();
   if (pid < 0) {
+    for (int i = 0; i < 4; ++i) ::sigaction(sigs[i], &old[i], nullptr);
     cli::Error("run", std::string("fork: ") + std::strerror(errno));
     out.status = kExitLaunchFailed;
     return out;
   }
   if (pid == 0) {
+    for (int i = 0; i < 4; ++i) ::sigaction(sigs[i], &old[i], nullptr);
     ::close(pipefd[0]);
     ::execvpe(cargv[0], cargv.data(), cenv.data());
     int err = errno;
@@ -123,7 +132,7 @@ Launch Start(const std::vector<std::string>& argv, const std::vector<std::string
     ::_exit(err == ENOENT ? 127 : 126);
   }
   g_child = pid;
-  for (int i = 0; i < 4; ++i) ::sigaction(sigs[i], &sa, &old[i]);
+  if (g_stop != 0) ::kill(pid, g_stop);  // arrived before the program existed
   ::close(pipefd[1]);
   int err = 0;
   ssize_t n;
@@ -266,6 +275,11 @@ int CmdRun(const std::vector<std::string>& args) {
     if (repeat > 1 && l.status != 0)
       std::fprintf(stderr, "kprof run: repetition %d of %d exited with status %d\n", rep, repeat,
                    l.status);
+    const bool stop = g_stop != 0 && rep < repeat;
+    if (stop)
+      std::fprintf(stderr, "kprof run: signal %d: no further repetitions (%d of %d ran)\n",
+                   static_cast<int>(g_stop), rep, repeat);
+    if (stop) repeat = rep;  // the report below (if any) is of this last repetition
 
     auto files = RunFiles(dir);
     if (files.empty()) {

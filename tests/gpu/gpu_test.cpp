@@ -364,3 +364,17 @@ TEST(Gpu, PyTorchTrainingExitsCleanlyEveryTime) {
     EXPECT_EQ(CountNamed(t, RecordKind::MarkerStart, "train_step"), 100u);
   }
 }
+
+// A child forked without exec (a fork-started worker) exits normally: it must not hang in the
+// agent's exit path nor close the parent's file; the parent keeps recording.
+TEST(Gpu, ForkedChildLeavesTheParentsRecordingAlone) {
+  REQUIRE_GPU();
+  std::string dir = FreshDir("fork_child");
+  Result r = Kprof(dir, {Bin("kernels/fork_child"), "100"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  kprof::Run run = ReadInputs({dir});
+  const ProcessTrace& t = Only(run);
+  ExpectClean(t);
+  EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "parent_kernel"), 200u);
+  EXPECT_EQ(t.meta.at("exit_reason"), "exit");
+}

@@ -288,3 +288,22 @@ TEST(Analysis, RepNumberAcceptsOnlyRepeatDirectories) {
 
 }  // namespace
 }  // namespace kprof
+
+namespace kprof {
+namespace {
+
+// Rebased traces start at ts 0: GPU work at time 0 is inside the run, never busier than its wall.
+TEST(Analysis, GpuWorkAtTimeZeroCountsInTheWall) {
+  test::TraceBuilder b;
+  b.Add(RecordKind::Kernel, "k0", 0, 100'000);
+  b.Add(RecordKind::Kernel, "k1", 200'000, 300'000);
+  kprof::Run run;
+  run.processes.push_back(b.t);
+  Analysis an = Analyze(run);
+  EXPECT_EQ(an.summary.gpu_busy_ns, 200'000u);
+  EXPECT_EQ(an.summary.wall_ns, 300'000u);
+  EXPECT_LE(an.summary.utilisation, 1.0);
+}
+
+}  // namespace
+}  // namespace kprof

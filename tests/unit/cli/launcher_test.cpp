@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "kprof/cli.h"
@@ -146,6 +147,35 @@ TEST(Report, BadInputsExit2WithOneLine) {
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1);
   r = RunCommand(test::Kprof() + " report");
   EXPECT_EQ(r.status, kExitUsage);
+}
+
+}  // namespace
+}  // namespace kprof
+
+namespace kprof {
+namespace {
+
+// A signal to kprof during --repeat ends the series: the repetition in progress gets it, no
+// further one starts, and kprof exits with its status.
+TEST(Launcher, SignalStopsFurtherRepetitions) {
+  TempDir d;
+  std::vector<std::string> args = {test::Kprof(), "run", "--quiet", "--repeat", "3",      "-o",
+                                   d / "run",     "--",  "sh",      "-c",       "sleep 1"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(pid, SIGTERM);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 128 + SIGTERM);
+  EXPECT_LT(secs, 1.5);  // repetitions 2 and 3 (1 s each) did not run
+  EXPECT_FALSE(std::filesystem::exists(d / "run/rep2"));
 }
 
 }  // namespace

@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <set>
 
+#include "test_util.h"
 #include "trace_builder.h"
 
 namespace kprof {
@@ -515,6 +517,39 @@ TEST(Hints, IdsAndSeverityNames) {
 TEST(Hints, EmptyRunHasNoHints) {
   kprof::Run run;
   EXPECT_TRUE(ComputeHints(run, Analyze(run)).empty());
+}
+
+}  // namespace
+}  // namespace kprof
+
+namespace kprof {
+namespace {
+
+// Large runs stay linear: 200k copies with no kernel (the warm-up scan once rescanned to the end
+// for every gap) and 60k idle gaps of 2 ms with their launches (the idle-gap rule once looked
+// through every API call for every gap). Each took minutes before; well under a second now.
+TEST(HintsScale, ManyGapsStayLinear) {
+  test::TraceBuilder b;
+  for (uint32_t i = 0; i < 200000; ++i) {
+    Record& c = b.Add(RecordKind::Memcpy, "", 1'000'000 + uint64_t{i} * 10'000,
+                      1'000'000 + uint64_t{i} * 10'000 + 1'000);
+    c.flags = static_cast<uint8_t>(CopyKind::DtoD);
+    c.bytes = 4096;
+  }
+  test::TraceBuilder k(101);
+  for (uint32_t i = 0; i < 60000; ++i) {
+    uint64_t t = 1'000'000 + uint64_t{i} * 2'000'000;
+    k.Launch(1, t, "k", t + 5'000, t + 10'000);
+  }
+  kprof::Run run;
+  run.processes.push_back(std::move(b.t));
+  run.processes.push_back(std::move(k.t));
+  auto t0 = std::chrono::steady_clock::now();
+  Analysis a = Analyze(run);
+  std::vector<Hint> hints = ComputeHints(run, a);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 10.0);
+  ASSERT_FALSE(hints.empty());
 }
 
 }  // namespace
