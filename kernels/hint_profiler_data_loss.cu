@@ -1,5 +1,6 @@
 // hint_profiler_data_loss [KERNELS] [WAIT_MS]: planted bottleneck for `profiler-data-loss`.
-// Launches KERNELS short kernels, waits WAIT_MS (longer than the agent's 1 s flush period, so the
+// Launches KERNELS memory-bound kernels over 64 MiB (about 50 us each on an H100, queued back to
+// back, so nothing else stands out), waits WAIT_MS (longer than the agent's 1 s flush period, so the
 // records reach the file), then kills itself with SIGKILL, which no profiler can intercept: the
 // process never writes its End block, and the kernels it launched after the last flush are lost.
 // Expected top hint: profiler-data-loss (the process did not finish writing). Exits by SIGKILL
@@ -18,9 +19,9 @@ __global__ void step_kernel(float* p, int n) {
 }
 
 int main(int argc, char** argv) {
-  const long kernels = ArgOr(argc, argv, 1, 2000);
+  const long kernels = ArgOr(argc, argv, 1, 200);
   const long wait_ms = ArgOr(argc, argv, 2, 2500);
-  const int n = 1 << 20;
+  const int n = 1 << 24;
   float* p;
   CHECK(cudaMalloc(&p, n * sizeof(float)));
   for (long i = 0; i < kernels; ++i) step_kernel<<<n / 256, 256>>>(p, n);
