@@ -53,6 +53,25 @@ enum class CopyKind : uint8_t {
   PtoP = 5,
 };
 
+/// "HtoD", "DtoH", "DtoD", "HtoH", "PtoP"; `unknown` for anything else (a byte from a file).
+inline const char* CopyKindName(uint8_t k, const char* unknown = "Unknown") {
+  switch (static_cast<CopyKind>(k)) {
+    case CopyKind::HtoD:
+      return "HtoD";
+    case CopyKind::DtoH:
+      return "DtoH";
+    case CopyKind::DtoD:
+      return "DtoD";
+    case CopyKind::HtoH:
+      return "HtoH";
+    case CopyKind::PtoP:
+      return "PtoP";
+    case CopyKind::Unknown:
+      break;
+  }
+  return unknown;
+}
+
 /// Host memory kind of a copy's host side (Memcpy.a = src, Memcpy.b = dst).
 enum class MemKind : uint8_t {
   Unknown = 0,

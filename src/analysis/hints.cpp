@@ -100,24 +100,6 @@ bool Contains(const std::string& s, std::initializer_list<const char*> needles) 
                      [&](const char* n) { return s.find(n) != std::string::npos; });
 }
 
-const char* CopyKindName(uint8_t k) {
-  switch (static_cast<CopyKind>(k)) {
-    case CopyKind::HtoD:
-      return "HtoD";
-    case CopyKind::DtoH:
-      return "DtoH";
-    case CopyKind::DtoD:
-      return "DtoD";
-    case CopyKind::HtoH:
-      return "HtoH";
-    case CopyKind::PtoP:
-      return "PtoP";
-    case CopyKind::Unknown:
-      break;
-  }
-  return "copy";
-}
-
 bool IsHostCopy(const Record& r) {
   auto k = static_cast<CopyKind>(r.flags);
   return k == CopyKind::HtoD || k == CopyKind::DtoH;
@@ -402,9 +384,9 @@ Proc BuildProc(const ProcessTrace& p) {
     // with earlier work (the implicit stream synchronization of a synchronous copy).
     uint64_t blocked = Covered(c.busy, api->start_ns, std::min(a->start_ns, api->end_ns));
     if (blocked == 0) continue;
-    c.syncs.push_back({api,
-                       fmt::format("{} ({}, synchronous)", p.Name(*api), CopyKindName(a->flags)),
-                       blocked, api->end_ns});
+    c.syncs.push_back(
+        {api, fmt::format("{} ({}, synchronous)", p.Name(*api), CopyKindName(a->flags, "copy")),
+         blocked, api->end_ns});
   }
 
   // Classify each gap: first the waits released in it (excessive-sync, capped by the time
@@ -636,7 +618,7 @@ std::optional<Hint> PageableMemcpy(Ctx& c) {
     const PinnedRef& r = refs[k];
     h.evidence.push_back(fmt::format(
         "{} from/to pageable memory: {} copies, {}, {} at {}; pinned estimate {} ({})",
-        CopyKindName(k), d.n, FormatBytes(d.bytes), Dur(d.ns), Bandwidth(d.bytes, d.ns),
+        CopyKindName(k, "copy"), d.n, FormatBytes(d.bytes), Dur(d.ns), Bandwidth(d.bytes, d.ns),
         r.measured ? Bandwidth(static_cast<uint64_t>(r.bytes), static_cast<uint64_t>(r.ns))
                    : fmt::format("{:.1f} GB/s", kDefaultPinnedBytesPerNs),
         r.measured ? "fastest pinned copy of this run" : "assumed PCIe 5.0 x16"));
@@ -692,7 +674,7 @@ std::optional<Hint> SmallTransfers(Ctx& c) {
                           costs.size(), FormatBytes(kSmallCopyBytes));
   std::string dirs;
   for (const auto& [k, n] : by_dir)
-    dirs += fmt::format("{}{} {}", dirs.empty() ? "" : ", ", CopyKindName(k), n);
+    dirs += fmt::format("{}{} {}", dirs.empty() ? "" : ", ", CopyKindName(k, "copy"), n);
   h.evidence.push_back(fmt::format("{} copies ({}), {} in total, mean {} per copy", costs.size(),
                                    dirs, FormatBytes(bytes), FormatBytes(bytes / costs.size())));
   h.evidence.push_back(fmt::format("they take {} (call + copy), median {} each", OfWall(total, c),

@@ -213,24 +213,6 @@ const char* CategoryOf(EvType t) {
   return "unknown";
 }
 
-const char* CopyKindName(uint8_t k) {
-  switch (static_cast<CopyKind>(k)) {
-    case CopyKind::HtoD:
-      return "HtoD";
-    case CopyKind::DtoH:
-      return "DtoH";
-    case CopyKind::DtoD:
-      return "DtoD";
-    case CopyKind::HtoH:
-      return "HtoH";
-    case CopyKind::PtoP:
-      return "PtoP";
-    case CopyKind::Unknown:
-      break;
-  }
-  return "Unknown";
-}
-
 const char* MemKindName(uint32_t k) {
   switch (static_cast<MemKind>(k)) {
     case MemKind::Pageable:
