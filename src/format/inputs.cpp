@@ -76,6 +76,10 @@ Run ReadInputs(const std::vector<std::string>& paths) {
     auto st = fs::status(path, ec);
     if (ec || !fs::exists(st)) throw InputError(path + ": no such file or directory");
     if (!fs::is_directory(st)) {
+      // Inputs are sniffed, then read again from the start: a pipe cannot be.
+      if (!fs::is_regular_file(st))
+        throw InputError(path +
+                         ": not a regular file (a pipe or device?); save it to a file first");
       AddFile(run, path, progress);
       continue;
     }

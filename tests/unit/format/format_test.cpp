@@ -1,5 +1,6 @@
 // The kprof run file: round trip, string table, and rejection of damaged or foreign files.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <random>
@@ -282,6 +283,25 @@ TEST(Inputs, DirectoryFilesAndErrors) {
     FAIL();
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("repeated runs"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace kprof
+
+namespace kprof {
+namespace {
+
+TEST(Inputs, PipesAreRefusedWithAClearMessage) {
+  test::TempDir d;
+  std::string fifo = d / "trace.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  try {
+    ReadInputs({fifo});
+    FAIL() << "a FIFO was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              fifo + ": not a regular file (a pipe or device?); save it to a file first");
   }
 }
 
