@@ -181,6 +181,9 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts = {});
 /// Length of the union of [start,end) intervals (sorts in place).
 uint64_t UnionLength(std::vector<std::pair<uint64_t, uint64_t>>& intervals);
 
+/// A mangled C++ symbol demangled ("_Z3fooPf" -> "foo(float*)"); any other name unchanged.
+std::string Demangle(const std::string& name);
+
 /// Duration for tables: "999 ns", "1.50 us", "2.50 ms", "3.210 s".
 std::string FormatDuration(uint64_t ns);
 /// Size in binary units: "512 B", "12.5 KiB", "17.0 MiB", "1.5 GiB".

@@ -169,6 +169,11 @@ inline void SetKernelLaunch(Record& r, Dim3 grid, Dim3 block, uint32_t regs, uin
   r.e = (block.z & 0xFFFFu) | (regs << 16);
   r.f = smem;
 }
+/// GPU work the agent records: kernels, copies and memsets (not foreign GpuRange annotations).
+inline bool IsGpuActivity(RecordKind k) {
+  return k == RecordKind::Kernel || k == RecordKind::Memcpy || k == RecordKind::Memset;
+}
+/// Records on a GPU track: GPU work and annotations projected onto streams.
 inline bool IsGpuKind(RecordKind k) {
   return k == RecordKind::Kernel || k == RecordKind::Memcpy || k == RecordKind::Memset ||
          k == RecordKind::GpuRange;

@@ -1,8 +1,6 @@
 // Views and run-level totals over attributed activities. See analysis.h for the definitions.
 #include "kprof/analysis.h"
 
-#include <cxxabi.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -22,10 +20,6 @@ using detail::Length;
 using detail::Merge;
 using detail::UnionAcc;
 
-bool IsActivity(RecordKind k) {
-  return k == RecordKind::Kernel || k == RecordKind::Memcpy || k == RecordKind::Memset;
-}
-
 /// Demangled display names, computed once per (process, string id).
 class Demangler {
  public:
@@ -33,14 +27,7 @@ class Demangler {
     auto key = std::make_pair(&p, id);
     auto it = cache_.find(key);
     if (it != cache_.end()) return *it->second;
-    const std::string& raw = p.strings.Get(id);
-    std::string name = raw;
-    if (raw.rfind("_Z", 0) == 0) {
-      int status = 0;
-      char* d = abi::__cxa_demangle(raw.c_str(), nullptr, nullptr, &status);
-      if (status == 0 && d) name = d;
-      std::free(d);
-    }
+    std::string name = Demangle(p.strings.Get(id));
     if (name.empty()) name = "(unnamed)";
     const std::string& interned = *names_.insert(std::move(name)).first;
     return *cache_.emplace(key, &interned).first->second;
@@ -330,12 +317,12 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
 
     acts.reserve(acts.size() + static_cast<size_t>(std::count_if(
                                    p.records.begin(), p.records.end(),
-                                   [](const Record& r) { return IsActivity(r.Kind()); })));
+                                   [](const Record& r) { return IsGpuActivity(r.Kind()); })));
     for (const Record& r : p.records) {
       auto k = r.Kind();
       if (k == RecordKind::Invalid) continue;
       uint64_t s = r.start_ns, e = std::max(r.start_ns, r.end_ns);
-      if (s || IsActivity(k)) {  // 0 is "no timestamp", except for GPU work (rebased traces)
+      if (s || IsGpuActivity(k)) {  // 0 is "no timestamp", except for GPU work (rebased traces)
         pfirst = std::min(pfirst, s);
         plast = std::max(plast, e);
       }
@@ -376,7 +363,7 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
         default:
           break;
       }
-      if (!IsActivity(k)) continue;
+      if (!IsGpuActivity(k)) continue;
 
       // GPU activity.
       Act act{&r, 0, 0, 0, proc_index, 0};

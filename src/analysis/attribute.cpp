@@ -145,7 +145,7 @@ std::vector<Attributed> Attribute(const Run& run) {
     size_t first = out.size();
     for (const Record& r : p.records) {
       auto k = r.Kind();
-      if (k != RecordKind::Kernel && k != RecordKind::Memcpy && k != RecordKind::Memset) continue;
+      if (!IsGpuActivity(k)) continue;
       Attributed a;
       a.process = &p;
       a.activity = &r;

@@ -9,7 +9,6 @@
 // transfer and a host wait); each is an upper bound on its own, and they do not add up.
 #include "kprof/hints.h"
 
-#include <cxxabi.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -108,16 +107,6 @@ bool IsHostCopy(const Record& r) {
 /// Host-side memory kind of a host<->device copy.
 MemKind HostSide(const Record& r) {
   return static_cast<MemKind>(static_cast<CopyKind>(r.flags) == CopyKind::HtoD ? r.a : r.b);
-}
-
-/// Display name of a kernel: demangled when mangled (as Analysis shows it).
-std::string Demangle(const std::string& raw) {
-  if (raw.rfind("_Z", 0) != 0) return raw.empty() ? "(unnamed)" : raw;
-  int status = 0;
-  char* d = abi::__cxa_demangle(raw.c_str(), nullptr, nullptr, &status);
-  std::string out = status == 0 && d ? d : raw;
-  std::free(d);
-  return out;
 }
 
 /// Shortened name for evidence lines (template arguments can run to kilobytes).
@@ -270,7 +259,10 @@ struct Proc {
   const Record* Api(const Record& r) const { return ix.api_by_correlation.Find(r.correlation); }
   const std::string& KernelName(const Record& k) {
     auto it = kname.find(k.name);
-    if (it == kname.end()) it = kname.emplace(k.name, Demangle(p->Name(k))).first;
+    if (it == kname.end()) {  // as the analysis shows it
+      std::string name = Demangle(p->Name(k));
+      it = kname.emplace(k.name, name.empty() ? "(unnamed)" : std::move(name)).first;
+    }
     return it->second;
   }
   /// Innermost NVTX/CPU range open on `tid` at `t`, or "(no range)".
@@ -314,15 +306,10 @@ Proc BuildProc(const ProcessTrace& p) {
   c.alloc_calls = Merge(std::move(allocs));
 
   c.acts.reserve(
-      static_cast<size_t>(std::count_if(p.records.begin(), p.records.end(), [](const Record& r) {
-        return r.Kind() == RecordKind::Kernel || r.Kind() == RecordKind::Memcpy ||
-               r.Kind() == RecordKind::Memset;
-      })));
-  for (const Record& r : p.records) {
-    auto k = r.Kind();
-    if (k == RecordKind::Kernel || k == RecordKind::Memcpy || k == RecordKind::Memset)
-      c.acts.push_back(&r);
-  }
+      static_cast<size_t>(std::count_if(p.records.begin(), p.records.end(),
+                                        [](const Record& r) { return IsGpuActivity(r.Kind()); })));
+  for (const Record& r : p.records)
+    if (IsGpuActivity(r.Kind())) c.acts.push_back(&r);
 
   std::stable_sort(c.acts.begin(), c.acts.end(), [](const Record* a, const Record* b) {
     return a->start_ns != b->start_ns ? a->start_ns < b->start_ns : a->end_ns < b->end_ns;
@@ -1110,23 +1097,17 @@ std::optional<Hint> ProfilerDataLoss(Ctx& c) {
   const RunSummary& S = c.an.summary;
   uint64_t written = 0, setup_ns = 0;
   std::vector<Interval> overhead;
-  for (const ProcessTrace& p : c.run.processes) {
+  for (const Proc& proc : c.procs) {
+    const ProcessTrace& p = *proc.p;
     written += p.stats.records_written;
     // Overhead counts where it distorts the picture: inside the process's GPU window (first to
     // last GPU activity). CUPTI's one-time setup at context creation comes before any GPU work.
     // Only overhead on the program's own threads (those that call CUDA) slows it down; the
     // agent's flush thread waiting inside cuptiActivityFlushAll costs the program nothing.
     std::unordered_set<uint32_t> app_threads;
-    uint64_t first = UINT64_MAX, last = 0;
-    for (const Record& r : p.records) {
-      if (r.Kind() == RecordKind::RuntimeApi || r.Kind() == RecordKind::DriverApi)
-        app_threads.insert(r.tid);
-      if (r.Kind() != RecordKind::Kernel && r.Kind() != RecordKind::Memcpy &&
-          r.Kind() != RecordKind::Memset)
-        continue;
-      first = std::min(first, r.start_ns);
-      last = std::max(last, r.end_ns);
-    }
+    for (const Record* a : proc.apis) app_threads.insert(a->tid);
+    const uint64_t first = proc.busy.empty() ? UINT64_MAX : proc.busy.front().first;
+    const uint64_t last = proc.busy.empty() ? 0 : proc.busy.back().second;
     for (const Record& r : p.records) {
       if (r.Kind() != RecordKind::Overhead) continue;
       // Only the profiler's own costs; module loading, compilation and command-buffer stalls

@@ -1,9 +1,21 @@
-// Human-readable durations and sizes for tables.
+// Human-readable durations, sizes and kernel names.
+#include <cxxabi.h>
 #include <fmt/format.h>
+
+#include <cstdlib>
 
 #include "kprof/analysis.h"
 
 namespace kprof {
+
+std::string Demangle(const std::string& name) {
+  if (name.rfind("_Z", 0) != 0) return name;
+  int status = 0;
+  char* d = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  std::string out = status == 0 && d != nullptr ? d : name;
+  std::free(d);
+  return out;
+}
 
 std::string FormatDuration(uint64_t ns) {
   const auto v = static_cast<double>(ns);

@@ -2,7 +2,6 @@
 // document is produced piece by piece into a small buffer that is flushed to the stream or the
 // gzip file; no JSON tree is built. Only per-event descriptors (a few words each) are held, to
 // sort events by track and keep the slices of each track properly nested.
-#include <cxxabi.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -251,19 +250,6 @@ const char* SyncKindName(uint8_t k) {
   return "Unknown Sync";
 }
 
-std::string Demangle(const std::string& name) {
-  if (name.size() < 2 || name[0] != '_' || name[1] != 'Z') return name;
-  int status = 0;
-  char* d = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
-  if (d == nullptr || status != 0) {
-    std::free(d);
-    return name;
-  }
-  std::string out(d);
-  std::free(d);
-  return out;
-}
-
 bool IsUserDomain(const ProcessTrace& p, const Record& r) {
   if (r.Kind() == RecordKind::MarkerStart) return true;
   if (r.Kind() != RecordKind::Range) return false;
@@ -446,8 +432,7 @@ class ChromeWriter {
     std::set<std::pair<uint16_t, uint32_t>> streams;
     for (const Record& r : p.records) {
       RecordKind k = r.Kind();
-      if (k == RecordKind::Kernel || k == RecordKind::Memcpy || k == RecordKind::Memset ||
-          k == RecordKind::GpuRange) {
+      if (IsGpuKind(k)) {
         streams.emplace(r.device, r.tid);
       } else if (k == RecordKind::RuntimeApi || k == RecordKind::DriverApi ||
                  k == RecordKind::Range || k == RecordKind::MarkerStart ||
@@ -800,10 +785,7 @@ class ChromeWriter {
     const auto& api = api_by_corr_[i];
     if (api.empty()) return;
     for (const Record& r : p.records) {
-      RecordKind k = r.Kind();
-      if ((k != RecordKind::Kernel && k != RecordKind::Memcpy && k != RecordKind::Memset) ||
-          r.correlation == 0)
-        continue;
+      if (!IsGpuActivity(r.Kind()) || r.correlation == 0) continue;
       auto it = api.find(r.correlation);
       if (it == api.end()) continue;
       // One flow per GPU activity: graph replays share a correlation id among many kernels,
