@@ -10,14 +10,14 @@
 #include <fstream>
 #include <string>
 
-#define CHECK(call)                                                                      \
-  do {                                                                                   \
-    cudaError_t err_ = (call);                                                           \
-    if (err_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,          \
-                   cudaGetErrorString(err_));                                            \
-      std::exit(2);                                                                      \
-    }                                                                                    \
+#define CHECK(call)                                                             \
+  do {                                                                          \
+    cudaError_t err_ = (call);                                                  \
+    if (err_ != cudaSuccess) {                                                  \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
+                   cudaGetErrorString(err_));                                   \
+      std::exit(2);                                                             \
+    }                                                                           \
   } while (0)
 
 #define CHECK_LAUNCH() CHECK(cudaGetLastError())
@@ -29,6 +29,20 @@ inline long ArgOr(int argc, char** argv, int i, long fallback) {
 inline double NowSeconds() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+// Busy host work for `seconds` (stands for a framework's per-op overhead, data loading, ...).
+inline void HostWorkSeconds(double seconds) {
+  const double until = NowSeconds() + seconds;
+  while (NowSeconds() < until) {
+  }
+}
+
+// The GPU's nanosecond timer, for kernels that run for a set time.
+__device__ __forceinline__ unsigned long long GlobalTimerNs() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
 }
 
 // Peak resident set size of this process in kB (VmHWM), or -1.

@@ -7,7 +7,9 @@
 #include "common.h"
 
 template <int K>
-__global__ void graph_k(float* p) { p[threadIdx.x] = p[threadIdx.x] * 0.5f + K; }
+__global__ void graph_k(float* p) {
+  p[threadIdx.x] = p[threadIdx.x] * 0.5f + K;
+}
 
 int main(int argc, char** argv) {
   const int replays = static_cast<int>(ArgOr(argc, argv, 1, 5));

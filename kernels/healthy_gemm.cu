@@ -3,20 +3,9 @@
 // one stream, with a single host wait at the end. Buffers are allocated and initialised once,
 // before the loop. kprof must raise no hint of warning severity or above for it (at most
 // dominant-kernel, which is informational). Links cuBLAS.
-#include <cublas_v2.h>
 #include <cuda_bf16.h>
 
-#include "common.h"
-
-#define CHECK_CUBLAS(call)                                                      \
-  do {                                                                          \
-    cublasStatus_t st_ = (call);                                                \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                         \
-      std::fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, \
-                   static_cast<int>(st_));                                      \
-      std::exit(2);                                                             \
-    }                                                                           \
-  } while (0)
+#include "cublas_check.h"
 
 __global__ void fill_bf16(__nv_bfloat16* x, size_t n, unsigned seed) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;

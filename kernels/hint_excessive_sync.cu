@@ -5,24 +5,12 @@
 // the GPU idles while the host works. Expected top hint: excessive-sync.
 #include "common.h"
 
-__device__ __forceinline__ unsigned long long GlobalTimerNs() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 // Busy for about `ns` nanoseconds on every SM, then writes one value per block.
 __global__ void step_kernel(float* out, unsigned long long ns) {
   const unsigned long long t0 = GlobalTimerNs();
   float v = threadIdx.x;
   while (GlobalTimerNs() - t0 < ns) v = v * 0.9999f + 1.0f;
   if (threadIdx.x == 0) out[blockIdx.x] = v;
-}
-
-static void HostWork(double us) {
-  const double until = NowSeconds() + us * 1e-6;
-  while (NowSeconds() < until) {
-  }
 }
 
 int main(int argc, char** argv) {
@@ -39,11 +27,11 @@ int main(int argc, char** argv) {
   for (long i = 0; i < iters; ++i) {
     step_kernel<<<blocks, 128, 0, s>>>(out, kernel_ns);
     CHECK(cudaStreamSynchronize(s));
-    HostWork(host_us);
+    HostWorkSeconds(host_us * 1e-6);
     step_kernel<<<blocks, 128, 0, s>>>(out, kernel_ns);
     // What .item() does: a synchronous copy (the legacy default stream waits for `s`).
     CHECK(cudaMemcpy(&flag, out, sizeof(float), cudaMemcpyDeviceToHost));
-    HostWork(host_us);
+    HostWorkSeconds(host_us * 1e-6);
   }
   CHECK_LAUNCH();
   std::printf("hint_excessive_sync: iters=%ld flag=%g wall_s=%.3f\n", iters, flag,

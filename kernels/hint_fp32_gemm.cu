@@ -3,19 +3,8 @@
 // mode, which does not use tensor cores for FP32: the GEMMs run on the FP32 FMA pipes at a small
 // fraction of what TF32 or BF16 tensor cores deliver. One host wait at the end. Expected top hint:
 // fp32-gemm. Links cuBLAS.
-#include <cublas_v2.h>
 
-#include "common.h"
-
-#define CHECK_CUBLAS(call)                                                      \
-  do {                                                                          \
-    cublasStatus_t st_ = (call);                                                \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                         \
-      std::fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, \
-                   static_cast<int>(st_));                                      \
-      std::exit(2);                                                             \
-    }                                                                           \
-  } while (0)
+#include "cublas_check.h"
 
 __global__ void fill_uniform(float* x, size_t n, unsigned seed) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;

@@ -7,23 +7,11 @@
 
 #include "common.h"
 
-__device__ __forceinline__ unsigned long long GlobalTimerNs() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 __global__ void train_kernel(float* out, unsigned long long ns) {
   const unsigned long long t0 = GlobalTimerNs();
   float v = threadIdx.x;
   while (GlobalTimerNs() - t0 < ns) v = v * 0.9999f + 1.0f;
   if (threadIdx.x == 0) out[blockIdx.x] = v;
-}
-
-static void HostWork(double ms) {
-  const double until = NowSeconds() + ms * 1e-3;
-  while (NowSeconds() < until) {
-  }
 }
 
 int main(int argc, char** argv) {
@@ -35,7 +23,7 @@ int main(int argc, char** argv) {
   const double t0 = NowSeconds();
   for (long i = 0; i < iters; ++i) {
     nvtxRangePushA("load_batch");
-    HostWork(host_ms);
+    HostWorkSeconds(host_ms * 1e-3);
     nvtxRangePop();
     nvtxRangePushA("train_step");
     for (int k = 0; k < 10; ++k) train_kernel<<<blocks, 128>>>(out, 200'000);

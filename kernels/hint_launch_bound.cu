@@ -10,12 +10,6 @@ __global__ void tiny_step(float* x, int n) {
   if (i < n) x[i] = x[i] * 0.999f + 0.001f;
 }
 
-static void HostWork(double us) {
-  const double until = NowSeconds() + us * 1e-6;
-  while (NowSeconds() < until) {
-  }
-}
-
 int main(int argc, char** argv) {
   const long launches = ArgOr(argc, argv, 1, 100000);
   const double host_us = static_cast<double>(ArgOr(argc, argv, 2, 3));
@@ -25,7 +19,7 @@ int main(int argc, char** argv) {
   CHECK(cudaMemset(x, 0, n * sizeof(float)));
   const double t0 = NowSeconds();
   for (long i = 0; i < launches; ++i) {
-    HostWork(host_us);
+    HostWorkSeconds(host_us * 1e-6);
     tiny_step<<<n / 256, 256>>>(x, n);
   }
   CHECK_LAUNCH();

@@ -1,7 +1,7 @@
 // hint_profiler_data_loss [KERNELS] [WAIT_MS]: planted bottleneck for `profiler-data-loss`.
 // Launches KERNELS memory-bound kernels over 64 MiB (about 50 us each on an H100, queued back to
-// back, so nothing else stands out), waits WAIT_MS (longer than the agent's 1 s flush period, so the
-// records reach the file), then kills itself with SIGKILL, which no profiler can intercept: the
+// back, so nothing else stands out), waits WAIT_MS (longer than the agent's 1 s flush period, so
+// the records reach the file), then kills itself with SIGKILL, which no profiler can intercept: the
 // process never writes its End block, and the kernels it launched after the last flush are lost.
 // Expected top hint: profiler-data-loss (the process did not finish writing). Exits by SIGKILL
 // (status 137 under kprof run).

@@ -31,7 +31,9 @@ int main(int argc, char** argv) {
   CHECK(cudaFree(d1));
   CHECK(cudaFree(d2));
   CHECK(cudaFreeHost(pinned));
-  std::printf("memcpy_kinds: bytes=%zu htod_pageable=1 htod_pinned=1 dtoh_pageable=1 dtoh_pinned=1 dtod=1\n",
-              bytes);
+  std::printf(
+      "memcpy_kinds: bytes=%zu htod_pageable=1 htod_pinned=1 dtoh_pageable=1 dtoh_pinned=1 "
+      "dtod=1\n",
+      bytes);
   return 0;
 }

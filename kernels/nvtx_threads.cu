@@ -7,19 +7,22 @@
 // Exact with ITERS=3: per thread 3 outer + 3 inner push/pop ranges, 1 start/end range;
 // kernels: k_outer<T> 3, k_inner<T> 6, k_startend 1 per thread (2 in total).
 #include <nvtx3/nvToolsExt.h>
-
-#include <string>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <string>
 #include <thread>
 
 #include "common.h"
 
 template <int T>
-__global__ void k_outer(int* p) { p[T] += 1; }
+__global__ void k_outer(int* p) {
+  p[T] += 1;
+}
 template <int T>
-__global__ void k_inner(int* p) { p[2 + T] += 1; }
+__global__ void k_inner(int* p) {
+  p[2 + T] += 1;
+}
 __global__ void k_startend(int* p, int t) { p[4 + t] += 1; }
 
 template <int T>

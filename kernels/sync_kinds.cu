@@ -43,6 +43,7 @@ int main() {
   CHECK(cudaEventDestroy(ev));
   CHECK(cudaStreamDestroy(a));
   CHECK(cudaStreamDestroy(b));
-  std::printf("sync_kinds: device_sync=3 stream_sync=5 event_sync=5 stream_wait_event=2 kernels=14\n");
+  std::printf(
+      "sync_kinds: device_sync=3 stream_sync=5 event_sync=5 stream_wait_event=2 kernels=14\n");
   return 0;
 }
