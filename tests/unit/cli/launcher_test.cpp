@@ -112,6 +112,19 @@ TEST(Launcher, RepeatRunsTheProgramNTimes) {
   EXPECT_TRUE(std::filesystem::is_directory(d / "run/rep3"));
 }
 
+/// Starts `args` (no shell), sends it SIGTERM after `delay_ms` and returns its wait status.
+int SigtermAfter(std::vector<std::string> args, int delay_ms) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+  ::kill(pid, SIGTERM);
+  int st = 0;
+  return ::waitpid(pid, &st, 0) == pid ? st : -1;
+}
+
 // SIGTERM sent to kprof (a CI timeout) reaches the program, whose own status kprof returns.
 TEST(Launcher, ForwardsSigtermToTheProgram) {
   TempDir d;
@@ -120,16 +133,8 @@ TEST(Launcher, ForwardsSigtermToTheProgram) {
   // ctest waits for it.
   std::string script =
       "trap 'echo term > " + flag + "; exit 7' TERM; sleep 20 </dev/null >/dev/null 2>&1 & wait";
-  std::vector<std::string> args = {test::Kprof(), "run", "-o", d / "run", "--", "sh", "-c", script};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  ASSERT_EQ(::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  ::kill(pid, SIGTERM);
-  int st = 0;
-  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  int st = SigtermAfter({test::Kprof(), "run", "-o", d / "run", "--", "sh", "-c", script}, 500);
+  ASSERT_NE(st, -1);
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 7);
   EXPECT_EQ(test::ReadAll(flag), "term\n");
@@ -159,18 +164,11 @@ namespace {
 // further one starts, and kprof exits with its status.
 TEST(Launcher, SignalStopsFurtherRepetitions) {
   TempDir d;
-  std::vector<std::string> args = {test::Kprof(), "run", "--quiet", "--repeat", "3",      "-o",
-                                   d / "run",     "--",  "sh",      "-c",       "sleep 1"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
   auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  ::kill(pid, SIGTERM);
-  int st = 0;
-  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  int st = SigtermAfter({test::Kprof(), "run", "--quiet", "--repeat", "3", "-o", d / "run", "--",
+                         "sh", "-c", "sleep 1"},
+                        300);
+  ASSERT_NE(st, -1);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 128 + SIGTERM);
