@@ -1,6 +1,7 @@
 // Analysis of recorded runs: attribution of GPU work to API calls and NVTX ranges, per-kernel /
 // per-op / per-range-path / per-stream / per-device views, and run-level totals.
-// Pure functions over kprof::Run; knows nothing of CUPTI. All times are integer nanoseconds.
+// Pure functions over the run's timeline (kprof/timeline.h); knows nothing of CUPTI. All times
+// are integer nanoseconds.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kprof/timeline.h"
 #include "kprof/trace.h"
 
 namespace kprof {
@@ -171,12 +173,13 @@ struct Attributed {
 /// appends (", seq = N", ", op_id = N", ", sizes = [...]", ", input_op_ids = [...]").
 std::string_view OpName(std::string_view range_name);
 
-/// Attributes every GPU activity of `run` (order: by process, then activity start time).
-/// Invariant: every Kernel/Memcpy/Memset record appears exactly once.
-std::vector<Attributed> Attribute(const Run& run);
+/// Attributes every GPU activity of the timeline's run (order: by process, then activity start
+/// time). Invariant: every Kernel/Memcpy/Memset record appears exactly once.
+std::vector<Attributed> Attribute(const Timeline& timeline);
 
-/// Full analysis. Never throws on well-formed input; an invalid filter regex throws InputError.
-Analysis Analyze(const Run& run, const AnalysisOptions& opts = {});
+/// Full analysis of the timeline's run. Never throws on well-formed input; an invalid filter
+/// regex throws InputError.
+Analysis Analyze(const Timeline& timeline, const AnalysisOptions& opts = {});
 
 /// Length of the union of [start,end) intervals (sorts in place).
 uint64_t UnionLength(std::vector<std::pair<uint64_t, uint64_t>>& intervals);

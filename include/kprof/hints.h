@@ -25,8 +25,9 @@ struct Hint {
   std::string fix_pytorch;    ///< the fix, worded for PyTorch
 };
 
-/// Runs every rule; returns hints most costly first (ties: severity, then id).
-std::vector<Hint> ComputeHints(const Run& run, const Analysis& analysis);
+/// Runs every rule (src/analysis/hints/rules.def) over the timeline and its analysis; returns
+/// the hints most costly first (ties: severity, then id).
+std::vector<Hint> ComputeHints(const Timeline& timeline, const Analysis& analysis);
 
 /// The ids of every rule, in catalogue order.
 const std::vector<std::string>& HintIds();

@@ -10,7 +10,6 @@
 #include <unordered_set>
 
 #include "analysis/intervals.h"
-#include "analysis/ranges.h"
 
 namespace kprof {
 namespace {
@@ -19,29 +18,6 @@ using detail::Interval;
 using detail::Length;
 using detail::Merge;
 using detail::UnionAcc;
-
-/// Demangled display names, computed once per (process, string id).
-class Demangler {
- public:
-  const std::string& Get(const ProcessTrace& p, uint32_t id) {
-    auto key = std::make_pair(&p, id);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return *it->second;
-    std::string name = Demangle(p.strings.Get(id));
-    if (name.empty()) name = "(unnamed)";
-    const std::string& interned = *names_.insert(std::move(name)).first;
-    return *cache_.emplace(key, &interned).first->second;
-  }
-
- private:
-  struct Hash {
-    size_t operator()(const std::pair<const ProcessTrace*, uint32_t>& k) const {
-      return std::hash<const void*>()(k.first) * 31 + k.second;
-    }
-  };
-  std::unordered_set<std::string> names_;  // interned: one address per distinct name
-  std::unordered_map<std::pair<const ProcessTrace*, uint32_t>, const std::string*, Hash> cache_;
-};
 
 /// Accumulates kernels of one name.
 struct KernelAcc {
@@ -83,7 +59,7 @@ struct GroupAcc {
   int64_t mem_delta = 0;
   UnionAcc busy;      ///< projected time (filled in the time-ordered pass)
   uint32_t uidx = 0;  ///< index of `busy` in Analyze's union table (0: not yet listed)
-  /// Keyed by the Demangler's interned name: equal names share one address.
+  /// Keyed by the timeline's interned kernel name: equal names share one address.
   std::unordered_map<const std::string*, KernelAcc> kernels_beneath;
   bool with_kernels = true;
 
@@ -208,7 +184,7 @@ uint64_t UnionLength(std::vector<std::pair<uint64_t, uint64_t>>& intervals) {
   return u.Total();
 }
 
-Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
+Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
   Analysis an;
   an.by = opts.by;
   RunSummary& S = an.summary;
@@ -221,7 +197,6 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
     }
   }
 
-  Demangler names;
   // GPU activities with the accumulators they feed; their intervals are merged in one pass in
   // time order after all processes are read (no per-group interval lists).
   struct Act {
@@ -251,10 +226,9 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
   std::vector<MemEvent> mem;
   std::map<uint16_t, std::string> device_key;  ///< device view: row key of each device
   uint64_t first = UINT64_MAX, last = 0;
-  std::vector<int> open;
-
-  for (const ProcessTrace& p : run.processes) {
-    detail::ProcessIndex ix = detail::BuildIndex(p);
+  for (const ProcessTimeline& t : tl.processes) {
+    const ProcessTrace& p = *t.process;
+    const ProcessIndex& ix = t.index;
     ProcessSummary ps;
     ps.pid = p.pid;
     ps.rank = p.rank;
@@ -315,9 +289,6 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
     std::unordered_map<uint32_t, KernelAcc*> kernel_acc;
     GroupAcc *no_op = nullptr, *no_path = nullptr;
 
-    acts.reserve(acts.size() + static_cast<size_t>(std::count_if(
-                                   p.records.begin(), p.records.end(),
-                                   [](const Record& r) { return IsGpuActivity(r.Kind()); })));
     for (const Record& r : p.records) {
       auto k = r.Kind();
       if (k == RecordKind::Invalid) continue;
@@ -347,12 +318,12 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
           mem.push_back({r.start_ns, r.device, delta});
           // Memory change per op: the op open on the thread of the allocating API call.
           if (const Record* api = ix.api_by_correlation.Find(r.correlation)) {
-            ix.OpenAt(api->tid, api->start_ns, open);
-            if (open.empty()) {
+            int inner = ix.InnermostAt(api->tid, api->start_ns);
+            if (inner < 0) {
               ops[kNoRange].mem_delta += delta;
             } else {
-              op_of[static_cast<size_t>(open.back())]->mem_delta += delta;
-              path_of[static_cast<size_t>(open.back())]->second.mem_delta += delta;
+              op_of[static_cast<size_t>(inner)]->mem_delta += delta;
+              path_of[static_cast<size_t>(inner)]->second.mem_delta += delta;
             }
           }
           break;
@@ -363,16 +334,20 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
         default:
           break;
       }
-      if (!IsGpuActivity(k)) continue;
+    }
 
-      // GPU activity.
+    // GPU activities, in time order, with the range open at their launch.
+    acts.reserve(acts.size() + t.acts.size());
+    for (size_t i = 0; i < t.acts.size(); ++i) {
+      const Record& r = *t.acts[i];
+      const auto k = r.Kind();
       Act act{&r, 0, 0, 0, proc_index, 0};
       auto [sit, fresh] =
           streams.try_emplace({r.device, r.tid}, static_cast<uint32_t>(stream_acc.size()));
       if (fresh) stream_acc.emplace_back();
       act.stream = sit->second;
       ++stream_acc[act.stream].second;
-      const std::string& kname = k == RecordKind::Kernel ? names.Get(p, r.name) : p.Name(r);
+      const std::string& kname = k == RecordKind::Kernel ? t.KernelName(r) : p.Name(r);
       if (k == RecordKind::Kernel) {
         ++S.kernels;
         S.kernel_ns += r.DurationNs();
@@ -393,19 +368,16 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
         S.memset_bytes += r.bytes;
       }
 
-      // Attribution to the launching call and the ranges open on its thread.
-      open.clear();
-      if (const Record* api = ix.api_by_correlation.Find(r.correlation)) {
-        ix.OpenAt(api->tid, api->start_ns, open);
-        if (k == RecordKind::Kernel) {
-          auto idx = static_cast<size_t>(api - p.records.data());
-          if (!launched[idx]) {
-            launched[idx] = true;
-            ++launches;
-          }
+      // Attribution to the launching call and the innermost range open on its thread.
+      if (const Record* api = t.Api(r); api != nullptr && k == RecordKind::Kernel) {
+        auto idx = static_cast<size_t>(api - p.records.data());
+        if (!launched[idx]) {
+          launched[idx] = true;
+          ++launches;
         }
       }
-      if (open.empty()) {
+      const int inner_range = t.act_range[i];
+      if (inner_range < 0) {
         if (no_op == nullptr) {
           no_op = &ops[kNoRange];
           no_path = &paths[kNoRange];
@@ -417,7 +389,7 @@ Analysis Analyze(const Run& run, const AnalysisOptions& opts) {
         act.path = union_of(*no_path);
         an.unattributed_gpu_ns += r.DurationNs();
       } else {
-        size_t inner = static_cast<size_t>(open.back());
+        const auto inner = static_cast<size_t>(inner_range);
         op_of[inner]->AddActivity(r, kname);
         path_of[inner]->second.AddActivity(r, kname);
         act.op = union_of(*op_of[inner]);

@@ -4,11 +4,10 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "analysis/ranges.h"
 #include "kprof/analysis.h"
+#include "kprof/timeline.h"
 
 namespace kprof {
-namespace detail {
 
 void CorrelationIndex::Build(const ProcessTrace& p) {
   uint32_t max_id = 0;
@@ -90,8 +89,6 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
   return ix;
 }
 
-}  // namespace detail
-
 std::string_view OpName(std::string_view range_name) {
   // PyTorch's emit_nvtx() appends ", seq = N", ", op_id = N", ", sizes = [...]" and
   // ", input_op_ids = [...]" to every aten op's name; without them the same op groups together.
@@ -102,26 +99,35 @@ std::string_view OpName(std::string_view range_name) {
   return range_name.substr(0, cut);
 }
 
-namespace detail {
+namespace {
+
+/// The latest range of `tid` that began at or before `t`, or -1. The stack of ranges open when
+/// it began is its parent chain (BuildIndex), and every range still open at t was on that stack.
+int LatestBegunAt(const ProcessIndex& ix, uint32_t tid, uint64_t t) {
+  auto it = ix.thread_slice.find(tid);
+  if (it == ix.thread_slice.end()) return -1;
+  auto [first, last] = it->second;
+  // Ranges of this thread are sorted by begin: those that began at or before t.
+  auto begin = ix.ranges.begin() + static_cast<long>(first);
+  auto end = std::upper_bound(begin, ix.ranges.begin() + static_cast<long>(last), t,
+                              [](uint64_t v, const RangeInterval& r) { return v < r.begin_ns; });
+  return end == begin ? -1 : static_cast<int>(end - ix.ranges.begin()) - 1;
+}
+
+}  // namespace
 
 void ProcessIndex::OpenAt(uint32_t tid, uint64_t t, std::vector<int>& out) const {
   out.clear();
-  auto it = thread_slice.find(tid);
-  if (it == thread_slice.end()) return;
-  auto [first, last] = it->second;
-  // Ranges of this thread are sorted by begin: those that began at or before t.
-  auto end = std::upper_bound(ranges.begin() + static_cast<long>(first),
-                              ranges.begin() + static_cast<long>(last), t,
-                              [](uint64_t v, const RangeInterval& r) { return v < r.begin_ns; });
-  // The stack of ranges open when the latest of them began is its parent chain (BuildIndex),
-  // and every range still open at t was on that stack: walk it, keep those not yet ended.
-  if (end == ranges.begin() + static_cast<long>(first)) return;
-  for (int k = static_cast<int>(end - ranges.begin()) - 1; k >= 0;
-       k = ranges[static_cast<size_t>(k)].parent) {
-    const auto& r = ranges[static_cast<size_t>(k)];
-    if (r.end_ns > t) out.push_back(k);
-  }
+  // Walk the parent chain of the latest range begun, keep those not yet ended.
+  for (int k = LatestBegunAt(*this, tid, t); k >= 0; k = ranges[static_cast<size_t>(k)].parent)
+    if (ranges[static_cast<size_t>(k)].end_ns > t) out.push_back(k);
   std::reverse(out.begin(), out.end());
+}
+
+int ProcessIndex::InnermostAt(uint32_t tid, uint64_t t) const {
+  for (int k = LatestBegunAt(*this, tid, t); k >= 0; k = ranges[static_cast<size_t>(k)].parent)
+    if (ranges[static_cast<size_t>(k)].end_ns > t) return k;
+  return -1;
 }
 
 std::string ProcessIndex::Path(int i) const {
@@ -135,24 +141,20 @@ std::string ProcessIndex::Path(int i) const {
   return path;
 }
 
-}  // namespace detail
-
-std::vector<Attributed> Attribute(const Run& run) {
+std::vector<Attributed> Attribute(const Timeline& tl) {
   std::vector<Attributed> out;
   std::vector<int> open;
-  for (const ProcessTrace& p : run.processes) {
-    detail::ProcessIndex ix = detail::BuildIndex(p);
+  for (const ProcessTimeline& t : tl.processes) {
     size_t first = out.size();
-    for (const Record& r : p.records) {
-      auto k = r.Kind();
-      if (!IsGpuActivity(k)) continue;
+    for (const Record& r : t.process->records) {
+      if (!IsGpuActivity(r.Kind())) continue;
       Attributed a;
-      a.process = &p;
+      a.process = t.process;
       a.activity = &r;
-      if (const Record* api = ix.api_by_correlation.Find(r.correlation)) {
+      if (const Record* api = t.Api(r)) {
         a.api = api;
-        ix.OpenAt(a.api->tid, a.api->start_ns, open);
-        for (int i : open) a.ranges.push_back(ix.ranges[static_cast<size_t>(i)].start);
+        t.index.OpenAt(a.api->tid, a.api->start_ns, open);
+        for (int i : open) a.ranges.push_back(t.index.ranges[static_cast<size_t>(i)].start);
       }
       out.push_back(std::move(a));
     }

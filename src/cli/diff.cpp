@@ -159,8 +159,9 @@ RunDigest DigestOfRun(const std::string& path) {
   AnalysisOptions opts;
   opts.by = GroupBy::Op;
   opts.top = 0;
-  Analysis a = Analyze(run, opts);
-  std::vector<Hint> hints = ComputeHints(run, a);
+  const Timeline timeline = BuildTimeline(run);
+  Analysis a = Analyze(timeline, opts);
+  std::vector<Hint> hints = ComputeHints(timeline, a);
   return MakeDigest(a, hints, path);
 }
 

@@ -53,12 +53,14 @@ void Present(const Run& run, const ViewOptions& v, const std::string& saved_to) 
   // docs/benchmarks.md).
   malloc_trim(0);
 #endif
-  Analysis an = Analyze(run, ao);
+  // The timeline is built once; the views, the hints and the Chrome trace read it.
+  const Timeline timeline = BuildTimeline(run);
+  Analysis an = Analyze(timeline, ao);
 #if defined(__GLIBC__)
   malloc_trim(0);
 #endif
   std::vector<Hint> hints;
-  if (!v.no_hints) hints = ComputeHints(run, an);
+  if (!v.no_hints) hints = ComputeHints(timeline, an);
 
   ReportOptions ro;
   ro.format = *fmt;

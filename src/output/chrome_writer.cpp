@@ -606,7 +606,7 @@ class ChromeWriter {
     std::vector<Key> order;
     std::unordered_map<const ProcessTrace*, uint32_t> index;
     for (uint32_t i = 0; i < run_.processes.size(); ++i) index[&run_.processes[i]] = i;
-    for (const Attributed& a : Attribute(run_)) {
+    for (const Attributed& a : Attribute(BuildTimeline(run_))) {
       uint32_t proc = index[a.process];
       if (!project[proc]) continue;
       const Record& act = *a.activity;

@@ -249,7 +249,7 @@ TEST(Gpu, PyTorchKernelsAndNvtxRanges) {
   // backward kernels by autograd's device thread, inside the aten op of the backward node (NVTX
   // ranges are per thread, so "step" is not open there).
   size_t main_kernels = 0, main_in_step = 0, other_kernels = 0, in_aten = 0, kernels = 0;
-  for (const Attributed& at : Attribute(run)) {
+  for (const Attributed& at : Attribute(BuildTimeline(run))) {
     if (at.activity->Kind() != RecordKind::Kernel) continue;
     ++kernels;
     ASSERT_NE(at.api, nullptr);
@@ -311,8 +311,8 @@ TEST_P(GpuHints, TopHintIsThePlantedOne) {
   } else {
     ExpectClean(Only(run));
   }
-  Analysis a = Analyze(run);
-  std::vector<Hint> hints = ComputeHints(run, a);
+  Analysis a = Analyze(BuildTimeline(run));
+  std::vector<Hint> hints = ComputeHints(BuildTimeline(run), a);
   ASSERT_FALSE(hints.empty()) << c.workload << " raised no hint";
   std::string ids;
   for (const Hint& h : hints) ids += h.id + " ";
@@ -342,8 +342,8 @@ TEST(GpuHintsHealthy, HealthyGemmRaisesNothingAboveInfo) {
   ASSERT_EQ(r.status, 0) << r.out;
   kprof::Run run = ReadInputs({dir});
   ExpectClean(Only(run));
-  Analysis a = Analyze(run);
-  for (const Hint& h : ComputeHints(run, a)) {
+  Analysis a = Analyze(BuildTimeline(run));
+  for (const Hint& h : ComputeHints(BuildTimeline(run), a)) {
     EXPECT_EQ(h.severity, Severity::Info) << h.id << ": " << h.summary;
   }
 }

@@ -70,7 +70,7 @@ inline void CheckVectorAdd(const Run& run) {
   // Three 4 MiB buffers were allocated and freed.
   EXPECT_EQ(Count(t, RecordKind::MemAlloc), 3u);
   EXPECT_EQ(Count(t, RecordKind::MemFree), 3u);
-  Analysis a = Analyze(run);
+  Analysis a = Analyze(BuildTimeline(run));
   EXPECT_EQ(a.summary.peak_memory_bytes, 3 * (4 << 20));
   EXPECT_EQ(a.summary.kernels, 1u);
   // Device properties reached the file.
@@ -89,7 +89,7 @@ inline void CheckMemcpyKinds(const Run& run, uint64_t bytes) {
   EXPECT_EQ(CountCopies(t, CopyKind::DtoH, MemKind::Pageable, bytes), 1u);
   EXPECT_EQ(CountCopies(t, CopyKind::DtoH, MemKind::Pinned, bytes), 1u);
   EXPECT_EQ(CountCopies(t, CopyKind::DtoD, MemKind::Device, bytes), 1u);
-  Analysis a = Analyze(run);
+  Analysis a = Analyze(BuildTimeline(run));
   EXPECT_EQ(a.summary.memcpy_count[static_cast<int>(CopyKind::HtoD)], 2u);
   EXPECT_EQ(a.summary.memcpy_bytes[static_cast<int>(CopyKind::DtoH)], 2 * bytes);
 }
@@ -111,7 +111,7 @@ inline void CheckSyncKinds(const Run& run) {
   EXPECT_EQ(CountSync(t, SyncKind::StreamSynchronize), 5u);
   EXPECT_EQ(CountSync(t, SyncKind::EventSynchronize), 5u);
   EXPECT_EQ(CountSync(t, SyncKind::StreamWaitEvent), 2u);
-  Analysis a = Analyze(run);
+  Analysis a = Analyze(BuildTimeline(run));
   EXPECT_EQ(a.summary.syncs, 15u);
   // Each blocking wait follows a ~200 us kernel: the host really waited.
   EXPECT_GT(a.summary.sync_ns, 13u * 100000u);
@@ -132,7 +132,7 @@ inline void CheckNvtxThreads(const Run& run) {
   std::map<std::string, std::map<std::string, int>> by_range;  // innermost -> kernel -> count
   std::map<std::string, std::string> parent;                   // innermost -> outer
   std::map<std::string, std::set<uint32_t>> streams;
-  for (const Attributed& at : Attribute(run)) {
+  for (const Attributed& at : Attribute(BuildTimeline(run))) {
     if (at.activity->Kind() != RecordKind::Kernel) continue;
     std::string inner = at.ranges.empty() ? "(none)" : t.Name(*at.ranges.back());
     by_range[inner][t.Name(*at.activity)]++;
@@ -161,7 +161,7 @@ inline void CheckGraphLaunch(const Run& run) {
   EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "graph_k"), 20u);
   EXPECT_EQ(CountNamed(t, RecordKind::RuntimeApi, "cudaGraphLaunch"), 5u);
   size_t in_replay = 0;
-  for (const Attributed& at : Attribute(run)) {
+  for (const Attributed& at : Attribute(BuildTimeline(run))) {
     if (at.activity->Kind() != RecordKind::Kernel) continue;
     ASSERT_NE(at.api, nullptr);
     EXPECT_EQ(t.Name(*at.api), "cudaGraphLaunch");

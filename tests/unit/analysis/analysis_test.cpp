@@ -31,7 +31,7 @@ kprof::Run TwoThreads() {
 
 TEST(Attribute, NestedRangesOnTwoThreads) {
   kprof::Run run = TwoThreads();
-  auto att = Attribute(run);
+  auto att = Attribute(BuildTimeline(run));
   ASSERT_EQ(att.size(), 4u);
   auto path = [&](const Attributed& a) {
     std::string s;
@@ -50,7 +50,7 @@ TEST(Attribute, NestedRangesOnTwoThreads) {
 
 TEST(Analyze, OpViewCountsAndTimes) {
   kprof::Run run = TwoThreads();
-  Analysis an = Analyze(run);
+  Analysis an = Analyze(BuildTimeline(run));
   EXPECT_EQ(an.summary.kernels, 4u);
   EXPECT_EQ(an.summary.kernel_ns, 1000u + 3000 + 2000 + 1000);
   // k1 [10000,11000) and k3 [10500,12500) overlap: union 2500; + 3000 + 1000.
@@ -78,7 +78,7 @@ TEST(Analyze, RangePathView) {
   kprof::Run run = TwoThreads();
   AnalysisOptions o;
   o.by = GroupBy::RangePath;
-  Analysis an = Analyze(run, o);
+  Analysis an = Analyze(BuildTimeline(run), o);
   ASSERT_NE(Find(an.rows, "step/forward"), nullptr);
   EXPECT_EQ(Find(an.rows, "step/forward")->gpu_ns, 1000u);
   EXPECT_EQ(Find(an.rows, "step")->gpu_ns, 3000u);
@@ -91,13 +91,13 @@ TEST(Analyze, StreamAndDeviceViews) {
   run.processes[0].meta["device.0.sm_count"] = "132";
   AnalysisOptions o;
   o.by = GroupBy::Stream;
-  Analysis an = Analyze(run, o);
+  Analysis an = Analyze(BuildTimeline(run), o);
   ASSERT_EQ(an.rows.size(), 2u);
   EXPECT_EQ(Find(an.rows, "dev 0 stream 7")->kernels, 3u);
   EXPECT_EQ(Find(an.rows, "dev 0 stream 8")->gpu_ns, 2000u);
   ASSERT_EQ(an.summary.streams.size(), 2u);
   o.by = GroupBy::Device;
-  an = Analyze(run, o);
+  an = Analyze(BuildTimeline(run), o);
   ASSERT_EQ(an.rows.size(), 1u);
   EXPECT_EQ(an.rows[0].key, "dev 0 NVIDIA H100 80GB HBM3");
   ASSERT_EQ(an.summary.devices.size(), 1u);
@@ -114,7 +114,7 @@ TEST(Analyze, KernelViewDemanglesAndFilters) {
   run.processes.push_back(b.t);
   AnalysisOptions o;
   o.by = GroupBy::Kernel;
-  Analysis an = Analyze(run, o);
+  Analysis an = Analyze(BuildTimeline(run), o);
   ASSERT_EQ(an.rows.size(), 2u);
   EXPECT_EQ(an.rows[0].key, "vecAdd(float*, float*, float*, int)");
   const KernelRow& k = an.kernels[0];
@@ -128,14 +128,14 @@ TEST(Analyze, KernelViewDemanglesAndFilters) {
   EXPECT_EQ(k.block.x, 256u);
   EXPECT_EQ(k.registers, 32u);
   o.filter = "^other";
-  an = Analyze(run, o);
+  an = Analyze(BuildTimeline(run), o);
   ASSERT_EQ(an.rows.size(), 1u);
   EXPECT_EQ(an.rows[0].key, "other_kernel");
   o.filter = "([";
-  EXPECT_THROW(Analyze(run, o), InputError);
+  EXPECT_THROW(Analyze(BuildTimeline(run), o), InputError);
   o.filter = "";
   o.top = 1;
-  EXPECT_EQ(Analyze(run, o).rows.size(), 1u);
+  EXPECT_EQ(Analyze(BuildTimeline(run), o).rows.size(), 1u);
 }
 
 TEST(Analyze, GraphReplaysGoToTheGraphLaunchRange) {
@@ -151,7 +151,7 @@ TEST(Analyze, GraphReplaysGoToTheGraphLaunchRange) {
   }
   kprof::Run run;
   run.processes.push_back(b.t);
-  Analysis an = Analyze(run);
+  Analysis an = Analyze(BuildTimeline(run));
   const GroupRow* r = Find(an.rows, "replay");
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->kernels, 4u);
@@ -169,7 +169,7 @@ TEST(Analyze, StartEndRangeEndedOnAnotherThread) {
   b.Launch(1, 2000, "k", 3000, 4000);
   kprof::Run run;
   run.processes.push_back(b.t);
-  Analysis an = Analyze(run);
+  Analysis an = Analyze(BuildTimeline(run));
   ASSERT_NE(Find(an.rows, "io"), nullptr);
   EXPECT_EQ(Find(an.rows, "io")->kernels, 1u);
   EXPECT_EQ(Find(an.rows, "io")->cpu_ns, 8000u);
@@ -198,7 +198,7 @@ TEST(Analyze, CopiesSyncsMemoryOverlap) {
   }
   kprof::Run run;
   run.processes.push_back(b.t);
-  Analysis an = Analyze(run);
+  Analysis an = Analyze(BuildTimeline(run));
   const auto& s = an.summary;
   EXPECT_EQ(s.memcpys, 2u);
   EXPECT_EQ(s.memcpy_count[static_cast<int>(CopyKind::HtoD)], 1u);
@@ -223,7 +223,7 @@ TEST(Analyze, MultipleProcessesAndIncomplete) {
   run.processes[1].rank = 1;
   run.processes[1].complete = false;
   run.processes[1].stats.dropped_records = 3;
-  Analysis an = Analyze(run);
+  Analysis an = Analyze(BuildTimeline(run));
   EXPECT_EQ(an.summary.processes, 2u);
   EXPECT_EQ(an.summary.incomplete_processes, 1u);
   EXPECT_EQ(an.summary.dropped_records, 3u);
@@ -271,7 +271,7 @@ TEST(Analysis, PeakDeviceMemoryIgnoresHostAllocations) {
   }
   kprof::Run run;
   run.processes.push_back(b.t);
-  Analysis an = Analyze(run);
+  Analysis an = Analyze(BuildTimeline(run));
   EXPECT_EQ(an.summary.peak_memory_bytes, 1500);  // device + unknown (foreign traces)
   EXPECT_EQ(an.summary.allocs, 2u);
 }
@@ -299,7 +299,7 @@ TEST(Analysis, GpuWorkAtTimeZeroCountsInTheWall) {
   b.Add(RecordKind::Kernel, "k1", 200'000, 300'000);
   kprof::Run run;
   run.processes.push_back(b.t);
-  Analysis an = Analyze(run);
+  Analysis an = Analyze(BuildTimeline(run));
   EXPECT_EQ(an.summary.gpu_busy_ns, 200'000u);
   EXPECT_EQ(an.summary.wall_ns, 300'000u);
   EXPECT_LE(an.summary.utilisation, 1.0);

@@ -48,7 +48,7 @@ TEST(KinetoCrossCheck, KernelViewMatchesPyTorchKeyAverages) {
   kprof::Run run = ReadChromeTrace(dir + "/mlp_train_free.trace.json.gz");
   AnalysisOptions opts;
   opts.by = GroupBy::Kernel;
-  Analysis an = Analyze(run, opts);
+  Analysis an = Analyze(BuildTimeline(run), opts);
 
   ASSERT_EQ(an.kernels.size(), torch.size());
   uint64_t total_calls = 0;

@@ -29,8 +29,8 @@ struct Result {
 
 Result Compute(Run run) {
   Result r{std::move(run), {}, {}};
-  r.an = Analyze(r.run);
-  r.hints = ComputeHints(r.run, r.an);
+  r.an = Analyze(BuildTimeline(r.run));
+  r.hints = ComputeHints(BuildTimeline(r.run), r.an);
   return r;
 }
 
@@ -516,7 +516,7 @@ TEST(Hints, IdsAndSeverityNames) {
 
 TEST(Hints, EmptyRunHasNoHints) {
   kprof::Run run;
-  EXPECT_TRUE(ComputeHints(run, Analyze(run)).empty());
+  EXPECT_TRUE(ComputeHints(BuildTimeline(run), Analyze(BuildTimeline(run))).empty());
 }
 
 }  // namespace
@@ -545,8 +545,8 @@ TEST(HintsScale, ManyGapsStayLinear) {
   run.processes.push_back(std::move(b.t));
   run.processes.push_back(std::move(k.t));
   auto t0 = std::chrono::steady_clock::now();
-  Analysis a = Analyze(run);
-  std::vector<Hint> hints = ComputeHints(run, a);
+  Analysis a = Analyze(BuildTimeline(run));
+  std::vector<Hint> hints = ComputeHints(BuildTimeline(run), a);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(secs, 10.0);
   ASSERT_FALSE(hints.empty());

@@ -42,7 +42,7 @@ TEST(Recordings, GraphKernelsGoToTheGraphLaunch) { CheckGraphLaunch(Load("graph_
 TEST(Recordings, NvtxRangePathView) {
   AnalysisOptions o;
   o.by = GroupBy::RangePath;
-  Analysis a = Analyze(Load("nvtx_threads"), o);
+  Analysis a = Analyze(BuildTimeline(Load("nvtx_threads")), o);
   std::map<std::string, uint64_t> kernels;
   for (const GroupRow& r : a.rows) kernels[r.key] = r.kernels;
   for (int th = 0; th < 2; ++th) {
@@ -75,7 +75,7 @@ TEST(Recordings, TrainStepOpsAndRangePaths) {
   ExpectClean(Only(run));
   AnalysisOptions o;
   o.by = GroupBy::RangePath;
-  Analysis a = Analyze(run, o);
+  Analysis a = Analyze(BuildTimeline(run), o);
   EXPECT_EQ(a.summary.kernels, 100u);  // 20 steps x 5 kernels
   EXPECT_EQ(a.summary.syncs, 20u);
   std::map<std::string, const GroupRow*> rows;
@@ -98,7 +98,7 @@ TEST(Recordings, PyTorchOpsUnderEmitNvtx) {
   EXPECT_EQ(steps, 3u);
   // The op view groups aten ops without emit_nvtx's ", seq = N, op_id = N" decorations, and
   // every kernel launched inside an aten op lands in that op.
-  Analysis a = Analyze(run);
+  Analysis a = Analyze(BuildTimeline(run));
   uint64_t in_ops = 0, kernels = 0;
   for (const GroupRow& r : a.rows) {
     EXPECT_EQ(r.key.find(", seq = "), std::string::npos) << r.key;
@@ -127,8 +127,8 @@ class RecordedHints : public ::testing::TestWithParam<Planted> {};
 
 TEST_P(RecordedHints, TopHintIsThePlantedOne) {
   kprof::Run run = Load(GetParam().fixture);
-  Analysis a = Analyze(run);
-  std::vector<Hint> hints = ComputeHints(run, a);
+  Analysis a = Analyze(BuildTimeline(run));
+  std::vector<Hint> hints = ComputeHints(BuildTimeline(run), a);
   ASSERT_FALSE(hints.empty());
   std::string ids;
   for (const Hint& h : hints) ids += h.id + " ";
@@ -167,16 +167,16 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(RecordedHintsHealthy, HealthyGemmRaisesNothingAboveInfo) {
   kprof::Run run = Load("healthy_gemm");
-  Analysis a = Analyze(run);
-  for (const Hint& h : ComputeHints(run, a))
+  Analysis a = Analyze(BuildTimeline(run));
+  for (const Hint& h : ComputeHints(BuildTimeline(run), a))
     EXPECT_EQ(h.severity, Severity::Info) << h.id << ": " << h.summary;
 }
 
 TEST(RecordedHintsHealthy, CleanWorkloadsRaiseNothingAboveInfo) {
   for (const char* f : {"vector_add", "memcpy_kinds", "memset", "graph_launch", "train_step"}) {
     kprof::Run run = Load(f);
-    Analysis a = Analyze(run);
-    for (const Hint& h : ComputeHints(run, a))
+    Analysis a = Analyze(BuildTimeline(run));
+    for (const Hint& h : ComputeHints(BuildTimeline(run), a))
       EXPECT_EQ(h.severity, Severity::Info) << f << ": " << h.id << ": " << h.summary;
   }
 }
@@ -185,8 +185,8 @@ TEST(RecordedHintsHealthy, CleanWorkloadsRaiseNothingAboveInfo) {
 // host cannot keep the GPU fed, and the report says so first.
 TEST(Recordings, DefaultRunTopHintIsLaunchBound) {
   kprof::Run run = ReadInputs({std::string(KPROF_SOURCE_DIR) + "/examples/default-run"});
-  Analysis a = Analyze(run);
-  std::vector<Hint> hints = ComputeHints(run, a);
+  Analysis a = Analyze(BuildTimeline(run));
+  std::vector<Hint> hints = ComputeHints(BuildTimeline(run), a);
   ASSERT_FALSE(hints.empty());
   EXPECT_EQ(hints.front().id, "launch-bound");
   EXPECT_EQ(a.summary.kernels, 3720u);

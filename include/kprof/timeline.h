@@ -1,0 +1,186 @@
+// The timeline model: what ran when, per process, built once per run by BuildTimeline() and read
+// by everything downstream (the views in Analyze, the hint rules, the Chrome trace writer, the
+// comparison of runs). Nothing downstream rebuilds any part of it.
+//
+// Per process it holds the NVTX/CPU ranges as intervals with their nesting, the API call behind
+// each correlation id, the GPU activities in time order with the range open at their launch, the
+// GPU's busy intervals and the idle gaps between them, each gap classified once (host wait,
+// warm-up, long, short), the outermost API calls, the allocation calls and the host waits.
+//
+// Invariants (tests/unit/analysis/timeline_test.cpp):
+//   - every Kernel/Memcpy/Memset record of the process is in `acts` exactly once;
+//   - `busy` is sorted, disjoint and covers exactly the union of the activities' intervals;
+//   - gaps[i] lies between busy[i] and busy[i+1]: there is one gap fewer than busy intervals;
+//   - a gap's claims never exceed its length: wait_ns + rest_ns <= Len().
+// Pure C++ over kprof::Run; knows nothing of CUPTI. Times are integer nanoseconds. A Timeline
+// holds pointers into the Run it was built from: the Run must outlive it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "kprof/trace.h"
+
+namespace kprof {
+
+/// A GPU idle gap at least this long is not launch latency (a launch costs a few us): the host
+/// was doing something else. docs/hints.md, "Thresholds".
+inline constexpr uint64_t kLongGapNs = 1'000'000;
+
+/// [start, end) in ns (the same type as the analysis library's interval helpers use).
+using NsInterval = std::pair<uint64_t, uint64_t>;
+
+/// One range on a CPU thread: an NVTX push/pop or start/end pair, or a Range record.
+struct RangeInterval {
+  const Record* start = nullptr;  ///< MarkerStart or Range record (name, domain)
+  uint64_t begin_ns = 0, end_ns = 0;
+  uint32_t tid = 0;    ///< thread it was opened on
+  uint32_t depth = 0;  ///< ranges open around it on its thread when it began
+  int parent = -1;     ///< index of the innermost enclosing range on its thread
+  bool closed = true;  ///< false: never ended (process died); end_ns = process end
+};
+
+/// API call by correlation id; the runtime call wins over the driver call it made. Correlation
+/// ids are dense small integers in practice (CUPTI counts them up per process), so a flat table
+/// serves them; sparse ids (foreign traces) fall back to a hash map.
+class CorrelationIndex {
+ public:
+  void Build(const ProcessTrace& p);
+  const Record* Find(uint32_t correlation) const {
+    if (correlation == 0) return nullptr;
+    if (!dense_.empty() || sparse_.empty())
+      return correlation < dense_.size() ? dense_[correlation] : nullptr;
+    auto it = sparse_.find(correlation);
+    return it == sparse_.end() ? nullptr : it->second;
+  }
+
+ private:
+  std::vector<const Record*> dense_;
+  std::unordered_map<uint32_t, const Record*> sparse_;
+};
+
+/// The ranges of one process and the lookup of API calls by correlation id.
+struct ProcessIndex {
+  const ProcessTrace* process = nullptr;
+  std::vector<RangeInterval> ranges;    ///< sorted by (tid, begin, longer first)
+  CorrelationIndex api_by_correlation;  ///< launching API call of GPU work
+  uint64_t end_ns = 0;                  ///< last timestamp of the process
+
+  /// OpName() of each string id of the process (computed once per id).
+  std::vector<std::string_view> op_names;
+  /// Operator name of range `i` (its name without PyTorch's emit_nvtx decorations).
+  std::string_view Name(size_t i) const {
+    uint32_t id = ranges[i].start->name;
+    return id < op_names.size() ? op_names[id] : std::string_view();
+  }
+
+  /// Ranges open on `tid` at time `t`, outermost first (indices into `ranges`).
+  void OpenAt(uint32_t tid, uint64_t t, std::vector<int>& out) const;
+  /// The innermost of OpenAt(tid, t) (the last one), or -1 when no range is open.
+  int InnermostAt(uint32_t tid, uint64_t t) const;
+  /// "outer/inner" path of range `i`.
+  std::string Path(int i) const;
+
+  // Per thread: [first, last) slice of `ranges` (ranges are grouped by thread).
+  std::unordered_map<uint32_t, std::pair<size_t, size_t>> thread_slice;
+};
+
+ProcessIndex BuildIndex(const ProcessTrace& p);
+
+/// What an idle gap between two busy intervals of a process is, decided once, in this order.
+enum class GapKind : uint8_t {
+  Warmup,  ///< the next kernel runs for the first time: module loading, library set-up
+  Long,    ///< kLongGapNs or longer: the host was busy elsewhere (gpu-idle-gaps prices rest_ns)
+  Short,   ///< shorter, before a kernel: launch latency (launch-bound prices rest_ns)
+  Other,   ///< shorter, before a copy or memset: not priced
+};
+
+/// An idle interval between busy intervals of one process. There is one per kernel in a
+/// launch-bound run, so it stays small (40 bytes).
+struct Gap {
+  uint64_t start_ns = 0, end_ns = 0;
+  /// Host time blocked in waits released inside the gap, at most the gap (excessive-sync's).
+  uint64_t wait_ns = 0;
+  /// Long/Short: the gap less wait_ns and less the time in alloc/free calls (alloc-churn prices
+  /// those calls itself); 0 for Warmup and Other.
+  uint64_t rest_ns = 0;
+  uint32_t next = 0;  ///< index in ProcessTimeline::acts of the first activity after the gap
+  GapKind kind = GapKind::Other;
+
+  uint64_t Len() const { return end_ns - start_ns; }
+  uint64_t launch_ns() const { return kind == GapKind::Short ? rest_ns : 0; }
+  uint64_t idle_ns() const { return kind == GapKind::Long ? rest_ns : 0; }
+};
+
+/// A point where the host waited for the GPU: a Sync record, a synchronize call without one, or
+/// the implicit wait of a synchronous copy.
+struct HostWait {
+  const Record* api = nullptr;  ///< the call (null for a Sync record without its call)
+  std::string what;             ///< "cudaStreamSynchronize", "cudaMemcpy (DtoH, synchronous)"
+  uint64_t blocked_ns = 0;
+  uint64_t release_ns = 0;  ///< when the host went on
+};
+
+/// One process of the run on the timeline.
+struct ProcessTimeline {
+  const ProcessTrace* process = nullptr;
+  ProcessIndex index;
+  std::vector<const Record*> acts;  ///< Kernel/Memcpy/Memset by start, then end
+  /// Parallel to acts: the innermost range open on the launching thread when the launching API
+  /// call began (index into index.ranges), -1 when none or the call is not recorded.
+  std::vector<int> act_range;
+  /// Parallel to acts: the first execution of its kernel name in this process.
+  std::vector<bool> first_run;
+  std::vector<NsInterval> busy;         ///< merged activity intervals
+  std::vector<Gap> gaps;                ///< between consecutive busy intervals
+  std::vector<const Record*> apis;      ///< outermost API calls (runtime, unnested driver)
+  std::vector<NsInterval> alloc_calls;  ///< merged intervals of outermost alloc/free calls
+  std::vector<HostWait> waits;
+  /// Display name (demangled, "(unnamed)" for none) of each string id used by a kernel; null for
+  /// other ids. Equal names of all processes share one address.
+  std::vector<const std::string*> kernel_names;
+  const std::string* unnamed = nullptr;  ///< "(unnamed)", for ids outside the string table
+
+  /// The API call that launched `activity`, or null.
+  const Record* Api(const Record& activity) const {
+    return index.api_by_correlation.Find(activity.correlation);
+  }
+  /// Display name of a kernel, as the views show it; interned: equal names, equal addresses.
+  const std::string& KernelName(const Record& kernel) const {
+    return kernel.name < kernel_names.size() && kernel_names[kernel.name]
+               ? *kernel_names[kernel.name]
+               : *unnamed;
+  }
+  /// Operator name of the innermost range open on `tid` at `t`, or "(no range)".
+  std::string OpAt(uint32_t tid, uint64_t t) const;
+  /// Operator name at the start of `api` ("(no range)" for null).
+  std::string OpOf(const Record* api) const {
+    return api ? OpAt(api->tid, api->start_ns) : "(no range)";
+  }
+  /// Operator name of acts[i]'s launch.
+  std::string OpOfActivity(size_t i) const;
+};
+
+/// The timeline of a whole run.
+struct Timeline {
+  const Run* run = nullptr;
+  std::vector<ProcessTimeline> processes;  ///< in run.processes order
+  /// Storage of the interned kernel display names.
+  std::unique_ptr<std::unordered_set<std::string>> names;
+};
+
+/// Builds the timeline of `run` (which must outlive it).
+Timeline BuildTimeline(const Run& run);
+
+/// Is this the name of a call that blocks the host until the GPU is done?
+bool IsSyncApi(std::string_view name);
+/// Is this the name of a device or host memory allocation or release call?
+bool IsAllocApi(std::string_view name);
+
+}  // namespace kprof

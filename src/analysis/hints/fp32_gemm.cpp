@@ -1,0 +1,47 @@
+// Hint rule fp32-gemm: GEMMs computed in FP32 on the FMA pipes instead of the tensor cores.
+// Catalogue entry, thresholds and the reasoning behind the estimate: docs/hints.md#fp32-gemm.
+#include <optional>
+
+#include "analysis/hints/rule.h"
+
+namespace kprof::hints {
+
+/// Peak BF16 tensor-core over FP32 FMA throughput, A100 (312/19.5) and H100 SXM (989/67).
+constexpr uint64_t kTensorCoreSpeedup = 16;
+
+std::optional<Hint> Fp32Gemm(const RuleContext& c) {
+  Hint h;
+  KernelFamilies families;
+  Tally ks;
+  uint64_t total = 0;
+  for (const ProcessTimeline& p : c.timeline.processes)
+    for (const Record* a : p.acts) {
+      if (a->Kind() != RecordKind::Kernel) continue;
+      if (!(families.Fp32Gemm(p, *a))) continue;
+      const std::string& name = p.KernelName(*a);
+      uint64_t d = a->DurationNs();
+      h.est_saving_ns += d - d / kTensorCoreSpeedup;
+      total += d;
+      ks.Add(Short(name), d);
+    }
+  if (!Price(h, c)) return std::nullopt;
+  h.summary = fmt::format("FP32 GEMMs without tensor cores take {} of GPU time",
+                          Pct(PctOf(total, c.analysis.summary.gpu_busy_ns)));
+  for (const auto& [name, v] : ks.Top(3))
+    h.evidence.push_back(fmt::format("{}: {} calls, {}", name, v.first, Dur(v.second)));
+  h.evidence.push_back(fmt::format("FP32 GEMM kernels: {} in total", OfWall(total, c)));
+  h.assumption = fmt::format(
+      "Tensor cores run the same GEMMs at most {}x faster (peak BF16 tensor-core vs FP32 FMA "
+      "throughput on A100/H100): time x (1 - 1/{}) is saved at most.",
+      kTensorCoreSpeedup, kTensorCoreSpeedup);
+  h.fix_cuda =
+      "cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH) for TF32, or store BF16/FP16 and "
+      "call cublasGemmEx/cublasLtMatmul with CUBLAS_COMPUTE_32F (FP32 accumulation).";
+  h.fix_pytorch =
+      "torch.backends.cuda.matmul.allow_tf32 = True (or "
+      "torch.set_float32_matmul_precision(\"high\")), torch.backends.cudnn.allow_tf32 = True, "
+      "or run the model under torch.autocast(\"cuda\", dtype=torch.bfloat16).";
+  return h;
+}
+
+}  // namespace kprof::hints

@@ -1,0 +1,66 @@
+// Hint rule launch-bound: Short GPU idle gaps before kernels that no host wait or allocation
+// explains: the CPU does not launch work fast enough. Catalogue entry, thresholds and the reasoning
+// behind the estimate: docs/hints.md#launch-bound.
+#include <optional>
+
+#include "analysis/hints/rule.h"
+
+namespace kprof::hints {
+
+std::optional<Hint> LaunchBound(const RuleContext& c) {
+  Hint h;
+  uint64_t gaps = 0;
+  std::vector<uint64_t> gap_len, kernel_ns, launch_ns;
+  Tally ops;
+  for (const ProcessTimeline& p : c.timeline.processes) {
+    for (const Gap& g : p.gaps) {
+      if (!g.launch_ns()) continue;
+      h.est_saving_ns += g.launch_ns();
+      ++gaps;
+      gap_len.push_back(g.Len());
+      ops.Add(p.OpOfActivity(g.next), g.launch_ns());
+    }
+  }
+  if (!Price(h, c)) return std::nullopt;
+  for (const ProcessTimeline& p : c.timeline.processes) {
+    std::vector<bool> seen(p.process->records.size());  // launching calls, by record index
+    for (const Record* a : p.acts) {
+      if (a->Kind() != RecordKind::Kernel) continue;
+      kernel_ns.push_back(a->DurationNs());
+      const Record* api = p.Api(*a);
+      if (api == nullptr) continue;
+      auto idx = static_cast<size_t>(api - p.process->records.data());
+      if (!seen[idx]) {
+        seen[idx] = true;
+        launch_ns.push_back(api->DurationNs());
+      }
+    }
+  }
+  const RunSummary& S = c.analysis.summary;
+  h.summary =
+      fmt::format("GPU idle {} between short kernels: the CPU does not launch work fast enough",
+                  Pct(h.est_saving_pct));
+  h.evidence.push_back(fmt::format("{} kernel launches at {:.0f}/s; GPU utilisation {}", S.launches,
+                                   S.launch_rate_per_s, Pct(100 * S.utilisation)));
+  h.evidence.push_back(fmt::format("median kernel {} vs median launch call {}",
+                                   Dur(Median(kernel_ns)), Dur(Median(launch_ns))));
+  h.evidence.push_back(fmt::format("{} idle gaps shorter than {} before a kernel (median {}), {}",
+                                   gaps, Dur(kLongGapNs), Dur(Median(gap_len)),
+                                   OfWall(h.est_saving_ns, c)));
+  AddTopOps(h, ops, "gaps before its kernels");
+  h.assumption =
+      "The GPU could run these kernels back to back: at most the idle time between them (short "
+      "gaps not explained by a host wait or an allocation) is saved; never more than wall time "
+      "minus GPU busy time.";
+  h.fix_cuda =
+      "Capture the launch sequence once in a CUDA graph (cudaStreamBeginCapture / "
+      "cudaGraphInstantiate / cudaGraphLaunch) and replay it; fuse small kernels; launch fewer, "
+      "larger kernels (more work per launch).";
+  h.fix_pytorch =
+      "torch.compile(model, mode=\"reduce-overhead\") (fusion + CUDA graphs) or "
+      "torch.cuda.graphs; fewer, larger ops (batch the work, avoid Python loops over tensors); "
+      "use fused optimizers (fused=True / foreach=True).";
+  return h;
+}
+
+}  // namespace kprof::hints

@@ -1,0 +1,93 @@
+// Hint rule memory-bound-chain: Chains of memory-bound element-wise/normalisation kernels that
+// fusion would make one trip through memory. Catalogue entry, thresholds and the reasoning behind
+// the estimate: docs/hints.md#memory-bound-chain.
+#include <map>
+#include <optional>
+
+#include "analysis/hints/rule.h"
+
+namespace kprof::hints {
+
+/// Fewest memory-bound kernels in a row that make a chain worth fusing.
+constexpr size_t kMinChain = 3;
+
+std::optional<Hint> MemoryBoundChain(const RuleContext& c) {
+  Hint h;
+  KernelFamilies families;
+  std::vector<int> open;
+  uint64_t chains = 0, kernels = 0, chain_ns = 0;
+  Tally names;
+  std::string best_desc;
+  uint64_t best_save = 0;
+  for (const ProcessTimeline& p : c.timeline.processes) {
+    // Per stream, in order. A chain is broken by another kernel, a copy or memset, an idle gap
+    // of kLongGapNs or more, or a change of the outermost NVTX range at launch (a new step).
+    std::map<std::pair<uint16_t, uint32_t>, std::vector<const Record*>> streams;
+    for (const Record* a : p.acts) streams[{a->device, a->tid}].push_back(a);
+    for (auto& [key, acts] : streams) {
+      std::vector<const Record*> chain;
+      int chain_outer = -2;
+      auto flush = [&] {
+        if (chain.size() >= kMinChain) {
+          uint64_t sum = 0, mx = 0;
+          for (const Record* k : chain) {
+            sum += k->DurationNs();
+            mx = std::max(mx, k->DurationNs());
+            names.Add(Short(p.KernelName(*k), 60), k->DurationNs());
+          }
+          ++chains;
+          kernels += chain.size();
+          chain_ns += sum;
+          h.est_saving_ns += sum - mx;
+          if (sum - mx > best_save) {
+            best_save = sum - mx;
+            best_desc.clear();
+            for (size_t i = 0; i < chain.size() && i < 6; ++i)
+              best_desc += (i ? " -> " : "") + Short(p.KernelName(*chain[i]), 40);
+            if (chain.size() > 6) best_desc += fmt::format(" -> ... ({} kernels)", chain.size());
+          }
+        }
+        chain.clear();
+      };
+      for (const Record* a : acts) {
+        if (a->Kind() != RecordKind::Kernel || !(families.MemoryBound(p, *a))) {
+          flush();
+          continue;
+        }
+        int outer = -1;
+        if (const Record* api = p.Api(*a)) {
+          p.index.OpenAt(api->tid, api->start_ns, open);
+          if (!open.empty()) outer = open.front();
+        }
+        if (!chain.empty() &&
+            (outer != chain_outer || a->start_ns >= chain.back()->end_ns + kLongGapNs))
+          flush();
+        chain.push_back(a);
+        chain_outer = outer;
+      }
+      flush();
+    }
+  }
+  if (!Price(h, c)) return std::nullopt;
+  h.summary =
+      fmt::format("{} chains of memory-bound element-wise/normalisation kernels take {}", chains,
+                  Pct(PctOf(chain_ns, c.analysis.summary.gpu_busy_ns)) + " of GPU time");
+  h.evidence.push_back(fmt::format("{} kernels in {} chains of {} or more, {}", kernels, chains,
+                                   kMinChain, OfWall(chain_ns, c)));
+  h.evidence.push_back("costliest chain: " + best_desc);
+  for (const auto& [name, v] : names.Top(4))
+    h.evidence.push_back(fmt::format("{}: {} runs in chains, {}", name, v.first, Dur(v.second)));
+  h.assumption =
+      "Each chain fused into one kernel that takes as long as its longest member (the data "
+      "makes one trip through memory instead of one per kernel): the rest is saved.";
+  h.fix_cuda =
+      "Fuse the element-wise steps into one kernel (or into the preceding GEMM's epilogue with "
+      "cuBLASLt/CUTLASS); use fused LayerNorm/softmax kernels (cuDNN, Apex, FlashAttention).";
+  h.fix_pytorch =
+      "torch.compile the model (Inductor fuses element-wise chains); "
+      "F.scaled_dot_product_attention instead of matmul+softmax+matmul; fused LayerNorm/RMSNorm "
+      "(torch.nn.functional.rms_norm, Apex); fused optimizers (fused=True).";
+  return h;
+}
+
+}  // namespace kprof::hints

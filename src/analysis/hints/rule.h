@@ -1,0 +1,131 @@
+// What every hint rule shares: the context it reads, the thresholds used by more than one rule,
+// and the helpers that price a hint and word its evidence. Each rule is one file in this folder
+// (its id, its own thresholds, evidence, estimate and fix texts) and one line in rules.def.
+// The catalogue, with the thresholds and the reasoning behind every estimate, is docs/hints.md;
+// keep the two in step.
+//
+// Three rules price GPU idle time: excessive-sync, launch-bound and gpu-idle-gaps. They read one
+// classification of the idle gaps (Gap in kprof/timeline.h), which hands every nanosecond of a
+// gap to at most one of them, so their estimates never count the same idle time twice. Estimates
+// of other rules can overlap (a small synchronous copy is both a small transfer and a host wait);
+// each is an upper bound on its own, and they do not add up.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "kprof/analysis.h"
+#include "kprof/hints.h"
+#include "kprof/timeline.h"
+
+namespace kprof::hints {
+
+// ---------------------------------------------------------------------------------------------
+// Thresholds shared by several rules (docs/hints.md, "Thresholds", explains each one).
+
+inline constexpr double kEmitPct = 1.0;       ///< below this share of the run a hint is noise
+inline constexpr double kWarningPct = 5.0;    ///< material: worth fixing
+inline constexpr double kCriticalPct = 20.0;  ///< dominates the run
+/// Copies below this size cost mostly their fixed per-call overhead (small-transfers); at and
+/// above it bandwidth dominates and the host memory kind matters (pageable-memcpy).
+inline constexpr uint64_t kSmallCopyBytes = 64 << 10;
+
+// ---------------------------------------------------------------------------------------------
+// What a rule reads.
+
+struct RuleContext {
+  const Timeline& timeline;
+  const Analysis& analysis;
+  /// The run's wall time less its one-time start-up: what percentages are taken of.
+  uint64_t wall = 0;
+};
+
+/// A rule: returns its hint (id left empty: the registry fills it in) or nothing.
+using RuleFn = std::optional<Hint> (*)(const RuleContext&);
+
+// ---------------------------------------------------------------------------------------------
+// Pricing and wording.
+
+inline std::string Dur(uint64_t ns) { return FormatDuration(ns); }
+inline std::string Pct(double p) { return fmt::format("{:.1f}%", p); }
+inline double PctOf(uint64_t part, uint64_t whole) {
+  return whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+}
+Severity SeverityForPct(double pct);
+/// Fills severity and percentage from the estimate (capped at the run); returns false when the
+/// hint is below the emit floor.
+bool Price(Hint& h, const RuleContext& c);
+/// "12.5 ms (3.1% of the run)".
+std::string OfWall(uint64_t ns, const RuleContext& c);
+
+/// Lower median; reorders `v`.
+uint64_t Median(std::vector<uint64_t>& v);
+/// Shortened name for evidence lines (template arguments can run to kilobytes).
+std::string Short(const std::string& s, size_t n = 90);
+std::string Lower(std::string s);
+bool Contains(const std::string& s, std::initializer_list<const char*> needles);
+
+/// Per-key count and time, printed most costly first.
+struct Tally {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> m;  // key -> (count, ns)
+  void Add(const std::string& key, uint64_t ns, uint64_t n = 1) {
+    m[key].first += n;
+    m[key].second += ns;
+  }
+  std::vector<std::pair<std::string, std::pair<uint64_t, uint64_t>>> Top(size_t n) const;
+};
+/// Evidence lines for the three ops with the most time in `ops`.
+void AddTopOps(Hint& h, const Tally& ops, const char* what);
+
+// ---------------------------------------------------------------------------------------------
+// Copies.
+
+bool IsHostCopy(const Record& r);
+/// Host-side memory kind of a host<->device copy.
+MemKind HostSide(const Record& r);
+
+/// Pinned bandwidth reference for a direction: (bytes, ns) of the fastest large pinned copy.
+struct PinnedRef {
+  double bytes = 0, ns = 0;
+  bool measured = false;
+  uint64_t TimeFor(uint64_t b) const;
+};
+/// Pinned host<->device bandwidth assumed when the run has no large pinned copy to measure it:
+/// what a PCIe 5.0 x16 link sustains (bytes per ns = GB/s). Slower links make the real saving
+/// smaller, so the estimate stays an upper bound there.
+inline constexpr double kDefaultPinnedBytesPerNs = 50.0;
+/// The fastest large pinned copy of each direction (CopyKind) in the run.
+std::map<uint8_t, PinnedRef> PinnedReferences(const Timeline& tl);
+
+// ---------------------------------------------------------------------------------------------
+// Kernel name families (matched on the lowercased, demangled name), classified once per name.
+
+class KernelFamilies {
+ public:
+  bool Fp32Gemm(const ProcessTimeline& t, const Record& k) { return Get(t, k) & kFp32Gemm; }
+  bool MemoryBound(const ProcessTimeline& t, const Record& k) { return Get(t, k) & kMemoryBound; }
+
+ private:
+  static constexpr uint8_t kFp32Gemm = 1, kMemoryBound = 2;
+  uint8_t Get(const ProcessTimeline& t, const Record& k);
+  std::unordered_map<const std::string*, uint8_t> by_name_;  // interned kernel name -> bits
+};
+
+}  // namespace kprof::hints
+
+namespace kprof::hints {
+
+// The rules (rules.def), each defined in its own file.
+#define KPROF_HINT_RULE(id, function) std::optional<Hint> function(const RuleContext& c);
+#include "analysis/hints/rules.def"
+#undef KPROF_HINT_RULE
+
+}  // namespace kprof::hints

@@ -1,0 +1,264 @@
+// BuildTimeline: the per-process timeline of a run (kprof/timeline.h), built once and read by
+// the views, the hints, the comparison and the Chrome trace writer.
+#include "kprof/timeline.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <unordered_set>
+
+#include "analysis/intervals.h"
+#include "kprof/analysis.h"
+
+namespace kprof {
+namespace {
+
+using detail::Covered;
+using detail::Interval;
+using detail::Merge;
+
+const char* SyncKindName(uint8_t k) {
+  switch (static_cast<SyncKind>(k)) {
+    case SyncKind::EventSynchronize:
+      return "event synchronize";
+    case SyncKind::StreamWaitEvent:
+      return "stream wait event";
+    case SyncKind::StreamSynchronize:
+      return "stream synchronize";
+    case SyncKind::ContextSynchronize:
+      return "device synchronize";
+    case SyncKind::Unknown:
+      break;
+  }
+  return "synchronize";
+}
+
+/// Outermost API calls: driver calls made inside a runtime call on the same thread are that
+/// runtime call's implementation and would count its time twice. Also the merged intervals of
+/// the allocation calls among them.
+void OutermostApis(const ProcessTrace& p, ProcessTimeline& t) {
+  std::map<uint32_t, std::vector<Interval>> runtime_by_tid;
+  // (Only needed when there are driver calls: PyTorch profiler traces have none.)
+  if (std::any_of(p.records.begin(), p.records.end(),
+                  [](const Record& r) { return r.Kind() == RecordKind::DriverApi; }))
+    for (const Record& r : p.records)
+      if (r.Kind() == RecordKind::RuntimeApi)
+        runtime_by_tid[r.tid].emplace_back(r.start_ns, r.end_ns);
+  for (auto& [tid, v] : runtime_by_tid) std::sort(v.begin(), v.end());
+  std::vector<Interval> allocs;
+  for (const Record& r : p.records) {
+    auto k = r.Kind();
+    if (k != RecordKind::RuntimeApi && k != RecordKind::DriverApi) continue;
+    if (k == RecordKind::DriverApi) {
+      auto it = runtime_by_tid.find(r.tid);
+      if (it != runtime_by_tid.end()) {
+        auto& v = it->second;
+        auto up = std::upper_bound(v.begin(), v.end(), Interval{r.start_ns, UINT64_MAX});
+        if (up != v.begin() && std::prev(up)->second >= r.end_ns) continue;
+      }
+    }
+    t.apis.push_back(&r);
+    if (IsAllocApi(p.Name(r))) allocs.emplace_back(r.start_ns, r.end_ns);
+  }
+  t.alloc_calls = Merge(std::move(allocs));
+}
+
+/// GPU activities in time order with their launch's innermost range and first runs.
+void Activities(const ProcessTrace& p, ProcessTimeline& t) {
+  t.acts.reserve(
+      static_cast<size_t>(std::count_if(p.records.begin(), p.records.end(),
+                                        [](const Record& r) { return IsGpuActivity(r.Kind()); })));
+  for (const Record& r : p.records)
+    if (IsGpuActivity(r.Kind())) t.acts.push_back(&r);
+  std::stable_sort(t.acts.begin(), t.acts.end(), [](const Record* a, const Record* b) {
+    return a->start_ns != b->start_ns ? a->start_ns < b->start_ns : a->end_ns < b->end_ns;
+  });
+  t.act_range.resize(t.acts.size(), -1);
+  t.first_run.resize(t.acts.size());
+  std::vector<bool> seen(p.strings.size());
+  for (size_t i = 0; i < t.acts.size(); ++i) {
+    const Record* a = t.acts[i];
+    if (const Record* api = t.Api(*a))
+      t.act_range[i] = t.index.InnermostAt(api->tid, api->start_ns);
+    if (a->Kind() == RecordKind::Kernel && a->name < seen.size() && !seen[a->name]) {
+      seen[a->name] = true;
+      t.first_run[i] = true;
+    }
+  }
+}
+
+/// Busy intervals and the gaps between them, each with the activity that ends it (counted
+/// first, so that the vectors are allocated once at their final size).
+void BusyAndGaps(ProcessTimeline& t) {
+  size_t runs = 0;
+  uint64_t end = 0;
+  for (const Record* a : t.acts) {
+    if (runs == 0 || a->start_ns > end) {
+      ++runs;
+      end = std::max(a->start_ns, a->end_ns);
+    } else {
+      end = std::max(end, a->end_ns);
+    }
+  }
+  t.busy.reserve(runs);
+  t.gaps.reserve(runs);
+  for (size_t i = 0; i < t.acts.size(); ++i) {
+    const Record* a = t.acts[i];
+    uint64_t s = a->start_ns, e = std::max(a->start_ns, a->end_ns);
+    if (!t.busy.empty() && s <= t.busy.back().second) {
+      t.busy.back().second = std::max(t.busy.back().second, e);
+      continue;
+    }
+    if (!t.busy.empty()) {
+      Gap g;
+      g.start_ns = t.busy.back().second;
+      g.end_ns = s;
+      g.next = static_cast<uint32_t>(i);
+      t.gaps.push_back(g);
+    }
+    t.busy.emplace_back(s, e);
+  }
+}
+
+/// Host waits: Sync records, synchronize calls without one, and synchronous copies.
+void HostWaits(const ProcessTrace& p, ProcessTimeline& t) {
+  std::unordered_set<uint32_t> sync_corr;
+  for (const Record& r : p.records) {
+    if (r.Kind() != RecordKind::Sync) continue;
+    if (static_cast<SyncKind>(r.flags) == SyncKind::StreamWaitEvent) continue;  // GPU-side wait
+    if (r.correlation) sync_corr.insert(r.correlation);
+    const Record* api = t.index.api_by_correlation.Find(r.correlation);
+    t.waits.push_back({api, api ? p.Name(*api) : SyncKindName(r.flags), r.DurationNs(), r.end_ns});
+  }
+  for (const Record* api : t.apis)
+    if (IsSyncApi(p.Name(*api)) && !sync_corr.count(api->correlation))
+      t.waits.push_back({api, p.Name(*api), api->DurationNs(), api->end_ns});
+  for (const Record* a : t.acts) {
+    if (a->Kind() != RecordKind::Memcpy || (a->c & kCopyAsync)) continue;
+    const Record* api = t.Api(*a);
+    if (!api || p.Name(*api).find("Async") != std::string::npos) continue;
+    // The wait is the part of the call before its copy began during which the GPU was busy
+    // with earlier work (the implicit stream synchronization of a synchronous copy).
+    uint64_t blocked = Covered(t.busy, api->start_ns, std::min(a->start_ns, api->end_ns));
+    if (blocked == 0) continue;
+    t.waits.push_back(
+        {api, fmt::format("{} ({}, synchronous)", p.Name(*api), CopyKindName(a->flags, "copy")),
+         blocked, api->end_ns});
+  }
+}
+
+/// Classifies each gap: first the waits released in it (capped by the time blocked), then
+/// one-time warm-up, then host time in alloc/free calls, then long gaps or short ones before a
+/// kernel. Every nanosecond of a gap goes to at most one class.
+void ClassifyGaps(ProcessTimeline& t) {
+  for (const HostWait& w : t.waits) {
+    auto it = std::upper_bound(t.gaps.begin(), t.gaps.end(), w.release_ns,
+                               [](uint64_t v, const Gap& g) { return v < g.start_ns; });
+    if (it == t.gaps.begin()) continue;
+    --it;
+    if (w.release_ns < it->end_ns) it->wait_ns += w.blocked_ns;
+  }
+  // Index of the first kernel at or after each activity (one backward pass; acts.size() = none).
+  std::vector<uint32_t> next_kernel(t.acts.size() + 1, static_cast<uint32_t>(t.acts.size()));
+  for (size_t i = t.acts.size(); i-- > 0;)
+    next_kernel[i] =
+        t.acts[i]->Kind() == RecordKind::Kernel ? static_cast<uint32_t>(i) : next_kernel[i + 1];
+  for (Gap& g : t.gaps) {
+    g.wait_ns = std::min(g.Len(), g.wait_ns);
+    // Warm-up: the first kernel after the gap (a library's first call often begins with a
+    // memset or copy, a training loop with an input upload) runs for the first time: module
+    // loading, library set-up, autotuning, the program's own initialisation.
+    if (uint32_t k = next_kernel[g.next]; k < t.acts.size() && t.first_run[k]) {
+      g.kind = GapKind::Warmup;
+      continue;
+    }
+    uint64_t rest = g.Len() - g.wait_ns;
+    rest -= std::min(rest, Covered(t.alloc_calls, g.start_ns, g.end_ns));
+    if (g.Len() >= kLongGapNs) {
+      g.kind = GapKind::Long;
+      g.rest_ns = rest;
+    } else if (t.acts[g.next]->Kind() == RecordKind::Kernel) {
+      g.kind = GapKind::Short;
+      g.rest_ns = rest;
+    }
+  }
+}
+
+}  // namespace
+
+bool IsSyncApi(std::string_view n) {
+  static const std::unordered_set<std::string_view> k = {
+      "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
+      "cudaThreadSynchronize", "cuCtxSynchronize",      "cuStreamSynchronize",
+      "cuEventSynchronize"};
+  return k.count(n) != 0;
+}
+
+bool IsAllocApi(std::string_view n) {
+  static const std::unordered_set<std::string_view> k = {"cudaMalloc",
+                                                         "cudaFree",
+                                                         "cudaMallocAsync",
+                                                         "cudaFreeAsync",
+                                                         "cudaMallocManaged",
+                                                         "cudaMallocPitch",
+                                                         "cudaMalloc3D",
+                                                         "cudaMallocHost",
+                                                         "cudaHostAlloc",
+                                                         "cudaFreeHost",
+                                                         "cudaMallocFromPoolAsync",
+                                                         "cudaMallocArray",
+                                                         "cudaFreeArray",
+                                                         "cuMemAlloc",
+                                                         "cuMemFree",
+                                                         "cuMemAllocAsync",
+                                                         "cuMemFreeAsync",
+                                                         "cuMemAllocHost",
+                                                         "cuMemFreeHost",
+                                                         "cuMemAllocManaged",
+                                                         "cuMemAllocPitch",
+                                                         "cuMemHostAlloc",
+                                                         "cuMemAllocFromPoolAsync"};
+  return k.count(n) != 0;
+}
+
+std::string ProcessTimeline::OpAt(uint32_t tid, uint64_t t) const {
+  int i = index.InnermostAt(tid, t);
+  return i < 0 ? "(no range)" : std::string(index.Name(static_cast<size_t>(i)));
+}
+
+std::string ProcessTimeline::OpOfActivity(size_t i) const {
+  int r = act_range[i];
+  return r < 0 ? "(no range)" : std::string(index.Name(static_cast<size_t>(r)));
+}
+
+Timeline BuildTimeline(const Run& run) {
+  Timeline tl;
+  tl.run = &run;
+  tl.names = std::make_unique<std::unordered_set<std::string>>();
+  tl.processes.reserve(run.processes.size());
+  for (const ProcessTrace& p : run.processes) {
+    ProcessTimeline& t = tl.processes.emplace_back();
+    t.process = &p;
+    t.index = BuildIndex(p);
+    OutermostApis(p, t);
+    Activities(p, t);
+    BusyAndGaps(t);
+    HostWaits(p, t);
+    ClassifyGaps(t);
+    // Kernel display names, as the views show them, once per name.
+    t.kernel_names.assign(p.strings.size(), nullptr);
+    t.unnamed = &*tl.names->insert("(unnamed)").first;
+    for (const Record* a : t.acts) {
+      if (a->Kind() != RecordKind::Kernel || a->name >= t.kernel_names.size() ||
+          t.kernel_names[a->name] != nullptr)
+        continue;
+      std::string name = Demangle(p.Name(*a));
+      if (name.empty()) name = "(unnamed)";
+      t.kernel_names[a->name] = &*tl.names->insert(std::move(name)).first;
+    }
+  }
+  return tl;
+}
+
+}  // namespace kprof
