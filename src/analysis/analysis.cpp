@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <queue>
 #include <regex>
 #include <unordered_map>
 #include <unordered_set>
@@ -22,8 +23,7 @@ using detail::UnionAcc;
 /// Accumulates kernels of one name.
 struct KernelAcc {
   std::vector<uint64_t> durations;
-  UnionAcc busy;      ///< projected time (filled in the time-ordered pass)
-  uint32_t uidx = 0;  ///< index of `busy` in Analyze's union table (0: not yet listed)
+  UnionAcc busy;  ///< projected time (filled in the time-ordered pass)
   std::map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>, uint64_t>
       configs;  // (grid a,b,c, block d,e, smem f) -> launches
   uint64_t max_blocks = 0;
@@ -57,8 +57,7 @@ struct KernelAcc {
 struct GroupAcc {
   uint64_t calls = 0, gpu_ns = 0, cpu_ns = 0, kernels = 0, memcpys = 0, memsets = 0, bytes = 0;
   int64_t mem_delta = 0;
-  UnionAcc busy;      ///< projected time (filled in the time-ordered pass)
-  uint32_t uidx = 0;  ///< index of `busy` in Analyze's union table (0: not yet listed)
+  UnionAcc busy;  ///< projected time (filled in the time-ordered pass)
   /// Keyed by the timeline's interned kernel name: equal names share one address.
   std::unordered_map<const std::string*, KernelAcc> kernels_beneath;
   bool with_kernels = true;
@@ -134,6 +133,57 @@ void SortRows(std::vector<GroupRow>& rows, AnalysisOptions::Sort sort) {
   });
 }
 
+/// Calls f(process, index in its acts) for every GPU activity of the run in start order.
+template <typename F>
+void ForEachActivityInStartOrder(const Timeline& tl, F&& f) {
+  if (tl.processes.size() == 1) {
+    for (size_t i = 0; i < tl.processes[0].acts.size(); ++i) f(size_t{0}, i);
+    return;
+  }
+  using Head = std::pair<uint64_t, size_t>;  // (start, process)
+  std::priority_queue<Head, std::vector<Head>, std::greater<>> heads;
+  std::vector<size_t> next(tl.processes.size());
+  for (size_t p = 0; p < tl.processes.size(); ++p)
+    if (!tl.processes[p].acts.empty()) heads.emplace(tl.processes[p].acts[0]->start_ns, p);
+  while (!heads.empty()) {
+    const size_t p = heads.top().second;
+    heads.pop();
+    const auto& acts = tl.processes[p].acts;
+    f(p, next[p]);
+    if (++next[p] < acts.size()) heads.emplace(acts[next[p]]->start_ns, p);
+  }
+}
+
+/// Time in API calls: per thread, the length of the union of the outermost calls (a driver call
+/// made inside a runtime call adds nothing to it). Calls of a thread are usually in time order:
+/// one pass; otherwise that thread's intervals are sorted first.
+uint64_t ApiTimeNs(const ProcessTimeline& t) {
+  struct Thread {
+    UnionAcc busy;
+    uint64_t last_start = 0;
+    bool ordered = true;
+  };
+  std::unordered_map<uint32_t, Thread> threads;
+  for (const Record* a : t.apis) {
+    Thread& th = threads[a->tid];
+    if (a->start_ns < th.last_start) th.ordered = false;
+    th.last_start = a->start_ns;
+    if (th.ordered) th.busy.Add(a->start_ns, std::max(a->start_ns, a->end_ns));
+  }
+  uint64_t total = 0;
+  for (auto& [tid, th] : threads) {
+    if (th.ordered) {
+      total += th.busy.Total();
+      continue;
+    }
+    std::vector<Interval> iv;
+    for (const Record* a : t.apis)
+      if (a->tid == tid) iv.emplace_back(a->start_ns, std::max(a->start_ns, a->end_ns));
+    total += UnionLength(iv);
+  }
+  return total;
+}
+
 }  // namespace
 
 Stat MakeStat(std::vector<uint64_t>& d) {
@@ -197,22 +247,16 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
     }
   }
 
-  // GPU activities with the accumulators they feed; their intervals are merged in one pass in
-  // time order after all processes are read (no per-group interval lists).
-  struct Act {
-    const Record* r;
-    uint32_t kernel, op, path;  ///< indices into `unions` (0: none)
-    uint32_t proc, stream;      ///< indices into proc_busy and stream_acc
+  // The accumulators each process's GPU activities feed, kept until every process is read: the
+  // intervals are then merged in one pass in time order (no per-group interval lists).
+  using GroupIt = std::map<std::string, GroupAcc>::iterator;
+  struct Feeds {
+    std::vector<GroupAcc*> op_of;                        ///< per range of the process's index
+    std::vector<GroupIt> path_of;                        ///< per range
+    std::unordered_map<uint32_t, KernelAcc*> kernel_of;  ///< by kernel name id
+    GroupAcc *no_op = nullptr, *no_path = nullptr;
   };
-  std::vector<Act> acts;
-  std::vector<UnionAcc*> unions{nullptr};
-  auto union_of = [&unions](auto& acc) {
-    if (acc.uidx == 0) {
-      acc.uidx = static_cast<uint32_t>(unions.size());
-      unions.push_back(&acc.busy);
-    }
-    return acc.uidx;
-  };
+  std::vector<Feeds> feeds(tl.processes.size());
   std::map<std::pair<uint16_t, uint32_t>, uint32_t> streams;  ///< (device, stream) -> index
   std::vector<std::pair<UnionAcc, uint64_t>> stream_acc;      ///< busy, activities
   std::map<std::string, KernelAcc> kernels;
@@ -235,14 +279,12 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
     ps.source = p.source;
     ps.complete = p.complete;
     uint64_t pfirst = UINT64_MAX, plast = 0;
-    const auto proc_index = static_cast<uint32_t>(an.processes.size());
+    Feeds& fd = feeds[an.processes.size()];
     ++S.processes;
     if (!p.complete) ++S.incomplete_processes;
     S.dropped_records += p.stats.dropped_records;
     S.missing_timestamps += p.stats.missing_timestamps;
 
-    // Per-thread API intervals for "time in API calls" (outermost only: union per thread).
-    std::map<uint32_t, std::vector<Interval>> api_by_thread;
     // Launching calls already counted, by record index (graph launches start many kernels).
     std::vector<bool> launched(p.records.size());
     uint64_t launches = 0;
@@ -250,9 +292,10 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
     // Ranges: calls and CPU time by name, path and op (innermost name). Map entries are looked
     // up once per distinct name (or parent path and name) and reached by pointer afterwards:
     // PyTorch traces hold millions of ranges over a few hundred names.
-    using GroupIt = std::map<std::string, GroupAcc>::iterator;
-    std::vector<GroupAcc*> op_of(ix.ranges.size());
-    std::vector<GroupIt> path_of(ix.ranges.size());
+    std::vector<GroupAcc*>& op_of = fd.op_of;
+    std::vector<GroupIt>& path_of = fd.path_of;
+    op_of.resize(ix.ranges.size());
+    path_of.resize(ix.ranges.size());
     std::unordered_map<uint64_t, std::pair<std::vector<uint64_t>, uint32_t>*> range_acc;
     std::unordered_map<uint32_t, GroupAcc*> op_acc;
     std::map<std::pair<const GroupAcc*, uint32_t>, GroupIt> path_acc;  // (parent, name) -> path
@@ -286,8 +329,8 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
       path_of[i]->second.cpu_ns += dur;
       ++S.nvtx_ranges;
     }
-    std::unordered_map<uint32_t, KernelAcc*> kernel_acc;
-    GroupAcc *no_op = nullptr, *no_path = nullptr;
+    GroupAcc*& no_op = fd.no_op;
+    GroupAcc*& no_path = fd.no_path;
 
     for (const Record& r : p.records) {
       auto k = r.Kind();
@@ -305,7 +348,6 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
         case RecordKind::RuntimeApi:
         case RecordKind::DriverApi:
           ++S.api_calls;
-          api_by_thread[r.tid].emplace_back(s, e);
           break;
         case RecordKind::MemAlloc:
         case RecordKind::MemFree: {
@@ -337,26 +379,22 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
     }
 
     // GPU activities, in time order, with the range open at their launch.
-    acts.reserve(acts.size() + t.acts.size());
     for (size_t i = 0; i < t.acts.size(); ++i) {
       const Record& r = *t.acts[i];
       const auto k = r.Kind();
-      Act act{&r, 0, 0, 0, proc_index, 0};
       auto [sit, fresh] =
           streams.try_emplace({r.device, r.tid}, static_cast<uint32_t>(stream_acc.size()));
       if (fresh) stream_acc.emplace_back();
-      act.stream = sit->second;
-      ++stream_acc[act.stream].second;
+      ++stream_acc[sit->second].second;
       const std::string& kname = k == RecordKind::Kernel ? t.KernelName(r) : p.Name(r);
       if (k == RecordKind::Kernel) {
         ++S.kernels;
         S.kernel_ns += r.DurationNs();
         ++ps.kernels;
         ps.kernel_ns += r.DurationNs();
-        KernelAcc*& ka = kernel_acc[r.name];
+        KernelAcc*& ka = fd.kernel_of[r.name];
         if (ka == nullptr) ka = &kernels[kname];
         ka->Add(r);
-        act.kernel = union_of(*ka);
       } else if (k == RecordKind::Memcpy) {
         ++S.memcpys;
         S.memcpy_ns += r.DurationNs();
@@ -385,15 +423,11 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
         }
         no_op->AddActivity(r, kname);
         no_path->AddActivity(r, kname);
-        act.op = union_of(*no_op);
-        act.path = union_of(*no_path);
         an.unattributed_gpu_ns += r.DurationNs();
       } else {
         const auto inner = static_cast<size_t>(inner_range);
         op_of[inner]->AddActivity(r, kname);
         path_of[inner]->second.AddActivity(r, kname);
-        act.op = union_of(*op_of[inner]);
-        act.path = union_of(path_of[inner]->second);
       }
       if (opts.by == GroupBy::Stream) view_stream[StreamKey(r.device, r.tid)].AddActivity(r, kname);
       if (opts.by == GroupBy::Device) {
@@ -403,14 +437,10 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
         view_device[key].AddActivity(r, kname);
         device_key[r.device] = key;
       }
-      acts.push_back(act);
     }
 
     S.launches += launches;
-    for (auto& [tid, iv] : api_by_thread) {
-      S.api_ns += UnionLength(iv);
-      std::vector<Interval>().swap(iv);
-    }
+    S.api_ns += ApiTimeNs(t);
     if (pfirst != UINT64_MAX) {
       first = std::min(first, pfirst);
       last = std::max(last, plast);
@@ -445,29 +475,37 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
     S.end_ns = last;
     S.wall_ns = last - first;
   }
-  // Every union in one pass over the activities in start order.
-  std::sort(acts.begin(), acts.end(),
-            [](const Act& a, const Act& b) { return a.r->start_ns < b.r->start_ns; });
+  // Every union in one pass over the activities of all processes in start order: a merge of
+  // the timeline's per-process lists, which are in start order already.
   UnionAcc all, kern, copy, kern_or_copy;
   std::vector<UnionAcc> proc_busy(an.processes.size());
   std::map<uint16_t, UnionAcc> device_busy;
-  for (const Act& a : acts) {
-    uint64_t s = a.r->start_ns, e = std::max(a.r->start_ns, a.r->end_ns);
+  ForEachActivityInStartOrder(tl, [&](size_t proc, size_t i) {
+    const ProcessTimeline& t = tl.processes[proc];
+    const Feeds& fd = feeds[proc];
+    const Record& r = *t.acts[i];
+    uint64_t s = r.start_ns, e = std::max(r.start_ns, r.end_ns);
     all.Add(s, e);
-    proc_busy[a.proc].Add(s, e);
-    stream_acc[a.stream].first.Add(s, e);
-    if (opts.by == GroupBy::Device) device_busy[a.r->device].Add(s, e);
-    if (a.r->Kind() == RecordKind::Kernel) {
+    proc_busy[proc].Add(s, e);
+    stream_acc[streams.find({r.device, r.tid})->second].first.Add(s, e);
+    if (opts.by == GroupBy::Device) device_busy[r.device].Add(s, e);
+    if (r.Kind() == RecordKind::Kernel) {
       kern.Add(s, e);
       kern_or_copy.Add(s, e);
-    } else if (a.r->Kind() == RecordKind::Memcpy) {
+      fd.kernel_of.find(r.name)->second->busy.Add(s, e);
+    } else if (r.Kind() == RecordKind::Memcpy) {
       copy.Add(s, e);
       kern_or_copy.Add(s, e);
     }
-    for (uint32_t u : {a.kernel, a.op, a.path})
-      if (u) unions[u]->Add(s, e);
-  }
-  std::vector<Act>().swap(acts);
+    if (const int inner = t.act_range[i]; inner < 0) {
+      fd.no_op->busy.Add(s, e);
+      fd.no_path->busy.Add(s, e);
+    } else {
+      fd.op_of[static_cast<size_t>(inner)]->busy.Add(s, e);
+      fd.path_of[static_cast<size_t>(inner)]->second.busy.Add(s, e);
+    }
+  });
+  std::vector<Feeds>().swap(feeds);
   for (size_t i = 0; i < proc_busy.size(); ++i) an.processes[i].gpu_busy_ns = proc_busy[i].Total();
   S.gpu_busy_ns = all.Total();
   S.gpu_idle_ns = S.wall_ns > S.gpu_busy_ns ? S.wall_ns - S.gpu_busy_ns : 0;
