@@ -1,4 +1,4 @@
-// kprof diff BASE NEW: compares runs for CI (statistics in src/analysis/compare.cpp,
+// kprof diff BASE NEW: compares runs for CI (comparison in src/analysis/compare*.cpp,
 // docs/ci.md). Also the loading of diff/check inputs: run directories (repN expansion), kprof
 // files, Chrome traces and kprof JSON summaries.
 #include <fmt/format.h>
