@@ -26,4 +26,9 @@ void Error(const std::string& cmd, const std::string& message) {
   std::fprintf(stderr, "kprof %s: %s\n", cmd.c_str(), message.c_str());
 }
 
+int UsageError(const std::string& cmd, const std::string& message) {
+  Error(cmd, message);
+  return kExitUsage;
+}
+
 }  // namespace kprof::cli

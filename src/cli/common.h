@@ -15,4 +15,7 @@ std::optional<int> Parse(CLI::App& app, std::vector<std::string> args);
 /// Prints "kprof <cmd>: <message>" on stderr.
 void Error(const std::string& cmd, const std::string& message);
 
+/// Error(cmd, message), then kExitUsage: how a command ends on a bad option or input.
+int UsageError(const std::string& cmd, const std::string& message);
+
 }  // namespace kprof::cli
