@@ -296,5 +296,7 @@ RunDigest DigestFromSummaryJson(std::string_view text, const std::string& source
 /// subdirectories expands into one run each, in N order), a kprof run file, a JSON summary or a
 /// Chrome trace. Throws InputError.
 std::vector<RunDigest> LoadRuns(const std::string& path);
+/// LoadRuns of each path, in order, into one list. Throws InputError.
+std::vector<RunDigest> LoadAllRuns(const std::vector<std::string>& paths);
 
 }  // namespace kprof

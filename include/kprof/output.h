@@ -32,10 +32,11 @@ void WriteReport(std::ostream& out, const Run& run, const Analysis& analysis,
 /// JSON summary as a string (the same document WriteReport writes for Format::Json).
 std::string ReportJson(const Run& run, const Analysis& analysis, const std::vector<Hint>& hints);
 
-/// Writes a Chrome trace of `run` to `path` (".gz" suffix: gzip). Throws InputError on I/O error.
-void WriteChromeTrace(const std::string& path, const Run& run);
+/// Writes a Chrome trace of the timeline's run to `path` (".gz" suffix: gzip). Throws InputError
+/// on I/O error.
+void WriteChromeTrace(const std::string& path, const Timeline& timeline);
 /// Same, to a stream (uncompressed).
-void WriteChromeTrace(std::ostream& out, const Run& run);
+void WriteChromeTrace(std::ostream& out, const Timeline& timeline);
 
 /// Escapes a string for JSON: quotes, backslashes, control characters; invalid UTF-8 bytes
 /// are replaced by U+FFFD. Appends to `out`.

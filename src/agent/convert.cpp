@@ -129,6 +129,17 @@ uint32_t ObjectThread(CUpti_ActivityObjectKind kind, const CUpti_ActivityObjectK
              : 0;
 }
 
+/// What every CUPTI record with a start and an end becomes first: kind, device, interval and
+/// correlation id (which ties GPU work, API calls and syncs together).
+template <class Activity>
+void SetTimed(Record& out, RecordKind kind, uint16_t device, const Activity& a) {
+  out.kind = static_cast<uint8_t>(kind);
+  out.device = device;
+  out.correlation = a.correlationId;
+  out.start_ns = a.start;
+  out.end_ns = a.end;
+}
+
 }  // namespace
 
 ConvertResult ConvertRecord(const CUpti_Activity* rec, Interner& strings, Record& out,
@@ -139,12 +150,8 @@ ConvertResult ConvertRecord(const CUpti_Activity* rec, Interner& strings, Record
     case CUPTI_ACTIVITY_KIND_KERNEL: {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
       if (k->start == 0 || k->end == 0) return ConvertResult::MissingTimestamp;
-      out.kind = static_cast<uint8_t>(RecordKind::Kernel);
+      SetTimed(out, RecordKind::Kernel, Device(k->deviceId), *k);
       out.flags = k->graphId != 0 ? 1 : 0;
-      out.device = Device(k->deviceId);
-      out.correlation = k->correlationId;
-      out.start_ns = k->start;
-      out.end_ns = k->end;
       out.name = strings.Intern(k->name != nullptr ? k->name : "(unnamed kernel)");
       out.tid = k->streamId;
       SetKernelLaunch(out,
@@ -159,12 +166,8 @@ ConvertResult ConvertRecord(const CUpti_Activity* rec, Interner& strings, Record
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
       if (m->start == 0 || m->end == 0) return ConvertResult::MissingTimestamp;
-      out.kind = static_cast<uint8_t>(RecordKind::Memcpy);
+      SetTimed(out, RecordKind::Memcpy, Device(m->deviceId), *m);
       out.flags = static_cast<uint8_t>(ToCopyKind(m->copyKind));
-      out.device = Device(m->deviceId);
-      out.correlation = m->correlationId;
-      out.start_ns = m->start;
-      out.end_ns = m->end;
       out.tid = m->streamId;
       out.bytes = m->bytes;
       out.a = ToMemKind(m->srcKind);
@@ -177,11 +180,7 @@ ConvertResult ConvertRecord(const CUpti_Activity* rec, Interner& strings, Record
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
       if (m->start == 0 || m->end == 0) return ConvertResult::MissingTimestamp;
-      out.kind = static_cast<uint8_t>(RecordKind::Memset);
-      out.device = Device(m->deviceId);
-      out.correlation = m->correlationId;
-      out.start_ns = m->start;
-      out.end_ns = m->end;
+      SetTimed(out, RecordKind::Memset, Device(m->deviceId), *m);
       out.tid = m->streamId;
       out.bytes = m->bytes;
       out.a = m->value;
@@ -191,13 +190,9 @@ ConvertResult ConvertRecord(const CUpti_Activity* rec, Interner& strings, Record
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
       const auto* s = reinterpret_cast<const CUpti_ActivitySynchronization2*>(rec);
       if (s->start == 0 || s->end == 0) return ConvertResult::MissingTimestamp;
-      out.kind = static_cast<uint8_t>(RecordKind::Sync);
+      SetTimed(out, RecordKind::Sync, kNoDevice, *s);
       uint32_t type = static_cast<uint32_t>(s->type);
       out.flags = static_cast<uint8_t>(type <= 4 ? type : 0);  // CUPTI's values are SyncKind's
-      out.device = kNoDevice;
-      out.correlation = s->correlationId;
-      out.start_ns = s->start;
-      out.end_ns = s->end;
       out.a = s->streamId == 0xFFFFFFFFu ? 0 : s->streamId;
       return ConvertResult::Converted;
     }
@@ -206,11 +201,7 @@ ConvertResult ConvertRecord(const CUpti_Activity* rec, Interner& strings, Record
       const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(rec);
       if (a->start == 0 || a->end == 0) return ConvertResult::MissingTimestamp;
       bool runtime = rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME;
-      out.kind = static_cast<uint8_t>(runtime ? RecordKind::RuntimeApi : RecordKind::DriverApi);
-      out.device = kNoDevice;
-      out.correlation = a->correlationId;
-      out.start_ns = a->start;
-      out.end_ns = a->end;
+      SetTimed(out, runtime ? RecordKind::RuntimeApi : RecordKind::DriverApi, kNoDevice, *a);
       out.tid = a->threadId;
       out.name = Names().Get(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API,
                              a->cbid, strings);
@@ -261,11 +252,7 @@ ConvertResult ConvertRecord(const CUpti_Activity* rec, Interner& strings, Record
     case CUPTI_ACTIVITY_KIND_OVERHEAD: {
       const auto* o = reinterpret_cast<const CUpti_ActivityOverhead3*>(rec);
       if (o->start == 0 || o->end == 0) return ConvertResult::MissingTimestamp;
-      out.kind = static_cast<uint8_t>(RecordKind::Overhead);
-      out.device = kNoDevice;
-      out.correlation = o->correlationId;
-      out.start_ns = o->start;
-      out.end_ns = o->end;
+      SetTimed(out, RecordKind::Overhead, kNoDevice, *o);
       out.tid = ObjectThread(o->objectKind, o->objectId);
       out.name = strings.Intern(OverheadName(o->overheadKind));
       out.a = ToOverheadKind(o->overheadKind);

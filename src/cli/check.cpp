@@ -256,13 +256,7 @@ std::string CheckJunit(const CheckResult& r, const std::string& budget) {
       cases += "/>\n";
     }
   }
-  return fmt::format(
-      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-      "<testsuites name=\"kprof check\" tests=\"{0}\" failures=\"{1}\">\n"
-      "  <testsuite name=\"kprof check\" tests=\"{0}\" failures=\"{1}\" errors=\"0\" "
-      "skipped=\"{2}\">\n"
-      "{3}  </testsuite>\n</testsuites>\n",
-      r.lines.size(), failures, skipped, cases);
+  return cli::JunitDocument("kprof check", r.lines.size(), failures, skipped, cases);
 }
 
 }  // namespace
@@ -295,19 +289,14 @@ int CmdCheck(const std::vector<std::string>& args) {
   app.add_option("-o,--output", output, "Write the result to FILE instead of stdout");
   if (auto rc = cli::Parse(app, args)) return *rc;
 
-  auto usage = [](const std::string& msg) {
-    cli::Error("check", msg);
-    return kExitUsage;
-  };
+  auto usage = [](const std::string& msg) { return cli::UsageError("check", msg); };
   if (budget_path.empty() && write_path.empty())
     return usage("give --budget FILE or --write-budget FILE (see --help)");
   const auto fmt_kind = cli::ParseCiFormat(format);
   if (!fmt_kind) return usage("--format: expected table, json, md or junit, got '" + format + "'");
 
   try {
-    std::vector<RunDigest> runs;
-    for (const auto& p : inputs)
-      for (auto& d : LoadRuns(p)) runs.push_back(std::move(d));
+    const std::vector<RunDigest> runs = LoadAllRuns(inputs);
 
     if (!write_path.empty()) {
       BudgetFromRunsOptions o;
@@ -344,26 +333,14 @@ int CmdCheck(const std::vector<std::string>& args) {
       throw InputError(what.rfind(budget_path + ":", 0) == 0 ? what : budget_path + ": " + what);
     }
     const CheckResult r = CheckBudget(runs, budget);
-    std::string text;
-    switch (*fmt_kind) {
-      case cli::CiFormat::Table:
-        text = CheckTable(r, budget_path);
-        break;
-      case cli::CiFormat::Json:
-        text = CheckJson(r, budget_path);
-        break;
-      case cli::CiFormat::Markdown:
-        text = CheckMarkdown(r, budget_path);
-        break;
-      case cli::CiFormat::Junit:
-        text = CheckJunit(r, budget_path);
-        break;
-    }
-    cli::WriteOutput(output, text);
+    cli::WriteOutput(output,
+                     cli::RenderCi(*fmt_kind, {[&] { return CheckTable(r, budget_path); },
+                                               [&] { return CheckJson(r, budget_path); },
+                                               [&] { return CheckMarkdown(r, budget_path); },
+                                               [&] { return CheckJunit(r, budget_path); }}));
     return r.Failed() ? kExitRegression : kExitOk;
   } catch (const InputError& e) {
-    cli::Error("check", e.what());
-    return kExitUsage;
+    return cli::UsageError("check", e.what());
   }
 }
 

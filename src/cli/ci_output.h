@@ -2,9 +2,12 @@
 // Markdown/JUnit escaping, writing to a file or stdout.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +26,38 @@ inline std::optional<CiFormat> ParseCiFormat(std::string_view s) {
   if (s == "md" || s == "markdown") return CiFormat::Markdown;
   if (s == "junit") return CiFormat::Junit;
   return std::nullopt;
+}
+
+/// The writers of one diff or check result, one per CiFormat.
+struct CiWriters {
+  std::function<std::string()> table, json, markdown, junit;
+};
+
+/// The result written in `format`.
+inline std::string RenderCi(CiFormat format, const CiWriters& w) {
+  switch (format) {
+    case CiFormat::Table:
+      return w.table();
+    case CiFormat::Json:
+      return w.json();
+    case CiFormat::Markdown:
+      return w.markdown();
+    case CiFormat::Junit:
+      return w.junit();
+  }
+  return {};
+}
+
+/// A JUnit document of one test suite; `cases` are its <testcase> elements, indented by four.
+inline std::string JunitDocument(std::string_view suite, size_t tests, size_t failures,
+                                 size_t skipped, std::string_view cases) {
+  return fmt::format(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<testsuites name=\"{0}\" tests=\"{1}\" failures=\"{2}\">\n"
+      "  <testsuite name=\"{0}\" tests=\"{1}\" failures=\"{2}\" errors=\"0\" "
+      "skipped=\"{3}\">\n"
+      "{4}  </testsuite>\n</testsuites>\n",
+      suite, tests, failures, skipped, cases);
 }
 
 /// Display width in code points (UTF-8), good enough for names in tables.

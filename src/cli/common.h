@@ -12,10 +12,10 @@ namespace kprof::cli {
 /// command must stop now: 0 after --help, kExitUsage (2) after a one-line error on stderr.
 std::optional<int> Parse(CLI::App& app, std::vector<std::string> args);
 
-/// Parses "50us", "1.5ms", "2s", "800ns", "1234" (ns). Returns nullopt if malformed.
-std::optional<uint64_t> ParseDurationNs(const std::string& s);
-
 /// Prints "kprof <cmd>: <message>" on stderr.
 void Error(const std::string& cmd, const std::string& message);
+
+/// Error(cmd, message), then kExitUsage: how a command ends on a bad option or input.
+int UsageError(const std::string& cmd, const std::string& message);
 
 }  // namespace kprof::cli

@@ -1,4 +1,4 @@
-// kprof diff BASE NEW: compares runs for CI (statistics in src/analysis/compare.cpp,
+// kprof diff BASE NEW: compares runs for CI (comparison in src/analysis/compare*.cpp,
 // docs/ci.md). Also the loading of diff/check inputs: run directories (repN expansion), kprof
 // files, Chrome traces and kprof JSON summaries.
 #include <fmt/format.h>
@@ -419,13 +419,7 @@ std::string DiffJunit(const DiffResult& r) {
   for (const auto& i : r.run) add("run", i);
   for (const auto& i : r.ops) add("op", i);
   for (const auto& i : r.kernels) add("kernel", i);
-  return fmt::format(
-      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-      "<testsuites name=\"kprof diff\" tests=\"{0}\" failures=\"{1}\">\n"
-      "  <testsuite name=\"kprof diff\" tests=\"{0}\" failures=\"{1}\" errors=\"0\" "
-      "skipped=\"0\">\n"
-      "{2}  </testsuite>\n</testsuites>\n",
-      tests, failures, cases);
+  return cli::JunitDocument("kprof diff", tests, failures, 0, cases);
 }
 
 }  // namespace
@@ -470,6 +464,13 @@ std::vector<RunDigest> LoadRuns(const std::string& path) {
   return {DigestOfRun(path)};
 }
 
+std::vector<RunDigest> LoadAllRuns(const std::vector<std::string>& paths) {
+  std::vector<RunDigest> runs;
+  for (const auto& p : paths)
+    for (auto& d : LoadRuns(p)) runs.push_back(std::move(d));
+  return runs;
+}
+
 // ---- kprof diff -----------------------------------------------------------------------------
 
 int CmdDiff(const std::vector<std::string>& args) {
@@ -501,10 +502,7 @@ int CmdDiff(const std::vector<std::string>& args) {
   app.add_option("--top", top, "Op/kernel rows shown in table/md besides flagged ones (0 = all)");
   if (auto rc = cli::Parse(app, args)) return *rc;
 
-  auto usage = [](const std::string& msg) {
-    cli::Error("diff", msg);
-    return kExitUsage;
-  };
+  auto usage = [](const std::string& msg) { return cli::UsageError("diff", msg); };
   if (!base_paths.empty() || !new_paths.empty()) {
     if (base_paths.empty() || new_paths.empty() || !positional.empty())
       return usage("give BASE NEW, or --base RUN... and --new RUN..., not a mix (see --help)");
@@ -532,32 +530,16 @@ int CmdDiff(const std::vector<std::string>& args) {
   if (!fmt_kind) return usage("--format: expected table, json, md or junit, got '" + format + "'");
 
   try {
-    std::vector<RunDigest> base, now;
-    for (const auto& p : base_paths)
-      for (auto& d : LoadRuns(p)) base.push_back(std::move(d));
-    for (const auto& p : new_paths)
-      for (auto& d : LoadRuns(p)) now.push_back(std::move(d));
+    const std::vector<RunDigest> base = LoadAllRuns(base_paths);
+    const std::vector<RunDigest> now = LoadAllRuns(new_paths);
     const DiffResult r = Diff(base, now, opts);
-    std::string text;
-    switch (*fmt_kind) {
-      case cli::CiFormat::Table:
-        text = DiffTable(r, top);
-        break;
-      case cli::CiFormat::Json:
-        text = DiffJson(r);
-        break;
-      case cli::CiFormat::Markdown:
-        text = DiffMarkdown(r, top);
-        break;
-      case cli::CiFormat::Junit:
-        text = DiffJunit(r);
-        break;
-    }
-    cli::WriteOutput(output, text);
+    cli::WriteOutput(output, cli::RenderCi(*fmt_kind, {[&] { return DiffTable(r, top); },
+                                                       [&] { return DiffJson(r); },
+                                                       [&] { return DiffMarkdown(r, top); },
+                                                       [&] { return DiffJunit(r); }}));
     return r.Regressed() ? kExitRegression : kExitOk;
   } catch (const InputError& e) {
-    cli::Error("diff", e.what());
-    return kExitUsage;
+    return cli::UsageError("diff", e.what());
   }
 }
 

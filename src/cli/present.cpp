@@ -77,7 +77,7 @@ void Present(const Run& run, const ViewOptions& v, const std::string& saved_to) 
     std::cout.flush();
   }
   if (!v.trace.empty()) {
-    WriteChromeTrace(v.trace, run);
+    WriteChromeTrace(v.trace, timeline);
     std::cerr << "kprof: Chrome trace written to " << v.trace << "\n";
   }
 }

@@ -19,8 +19,7 @@ int CmdReport(const std::vector<std::string>& args) {
     Run run = ReadInputs(files);
     cli::Present(run, v, "");
   } catch (const InputError& e) {
-    cli::Error("report", e.what());
-    return kExitUsage;
+    return cli::UsageError("report", e.what());
   }
   return kExitOk;
 }

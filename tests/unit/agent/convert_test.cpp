@@ -219,6 +219,77 @@ TEST(AgentConvert, DevicePropertiesBecomeMeta) {
   EXPECT_EQ(m["device.0.memory_bytes"], "85000000000");
 }
 
+// Every record with a start and an end: device (kNoDevice for CPU-side records), interval
+// and correlation id, for the kinds the tests above do not check field by field.
+TEST(AgentConvert, TimedRecordsKeepDeviceIntervalAndCorrelation) {
+  Interner in;
+  Record r;
+  auto ms = Zeroed<CUpti_ActivityMemset4>();
+  ms.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  ms.start = 30;
+  ms.end = 70;
+  ms.deviceId = 2;
+  ms.streamId = 14;
+  ms.correlationId = 31;
+  ms.bytes = 4096;
+  ms.value = 0xAB;
+  ms.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  ASSERT_EQ(Convert(&ms, in, r), ConvertResult::Converted);
+  EXPECT_EQ(r.Kind(), RecordKind::Memset);
+  EXPECT_EQ(r.device, 2);
+  EXPECT_EQ(r.start_ns, 30u);
+  EXPECT_EQ(r.end_ns, 70u);
+  EXPECT_EQ(r.correlation, 31u);
+  EXPECT_EQ(r.tid, 14u);
+  EXPECT_EQ(r.bytes, 4096u);
+  EXPECT_EQ(r.a, 0xABu);
+  EXPECT_EQ(r.b, static_cast<uint32_t>(MemKind::Device));
+
+  auto o = Zeroed<CUpti_ActivityOverhead3>();
+  o.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+  o.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
+  o.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  o.objectId.pt.threadId = 321;
+  o.start = 100;
+  o.end = 250;
+  o.correlationId = 8;
+  ASSERT_EQ(Convert(&o, in, r), ConvertResult::Converted);
+  EXPECT_EQ(r.Kind(), RecordKind::Overhead);
+  EXPECT_EQ(r.device, kNoDevice);
+  EXPECT_EQ(r.start_ns, 100u);
+  EXPECT_EQ(r.end_ns, 250u);
+  EXPECT_EQ(r.correlation, 8u);
+  EXPECT_EQ(r.tid, 321u);
+
+  auto d = Zeroed<CUpti_ActivityAPI>();
+  d.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  d.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+  d.start = 7;
+  d.end = 9;
+  d.threadId = 55;
+  d.correlationId = 6;
+  ASSERT_EQ(Convert(&d, in, r), ConvertResult::Converted);
+  EXPECT_EQ(r.Kind(), RecordKind::DriverApi);
+  EXPECT_EQ(r.device, kNoDevice);
+  EXPECT_EQ(r.start_ns, 7u);
+  EXPECT_EQ(r.end_ns, 9u);
+  EXPECT_EQ(r.correlation, 6u);
+  EXPECT_EQ(r.tid, 55u);
+
+  auto s = Zeroed<CUpti_ActivitySynchronization2>();
+  s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  s.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  s.start = 40;
+  s.end = 90;
+  s.streamId = 3;
+  s.correlationId = 12;
+  ASSERT_EQ(Convert(&s, in, r), ConvertResult::Converted);
+  EXPECT_EQ(r.device, kNoDevice);
+  EXPECT_EQ(r.start_ns, 40u);
+  EXPECT_EQ(r.end_ns, 90u);
+  EXPECT_EQ(r.a, 3u);
+}
+
 TEST(AgentConvert, UnknownKindsAreSkipped) {
   auto c = Zeroed<CUpti_ActivityContext3>();
   c.kind = CUPTI_ACTIVITY_KIND_CONTEXT;

@@ -127,7 +127,7 @@ const Record* FindNamed(const ProcessTrace& p, RecordKind kind, const std::strin
 
 Run RoundTrip(const Run& run, const TempDir& dir, const std::string& name) {
   std::string path = dir.File(name);
-  WriteChromeTrace(path, run);
+  WriteChromeTrace(path, BuildTimeline(run));
   return ReadChromeTrace(path);
 }
 
@@ -270,7 +270,7 @@ TEST(ChromeWriter, OutputStructure) {
   ProcessTrace& p = run.processes[0];
   p.records.push_back(Rec(RecordKind::RuntimeApi, 5'000, 7'000, p.strings.Intern("cudaX"), 4242));
   std::ostringstream os;
-  WriteChromeTrace(os, run);
+  WriteChromeTrace(os, BuildTimeline(run));
   nlohmann::json doc = nlohmann::json::parse(os.str());
   EXPECT_EQ(doc.at("schemaVersion"), 1);
   EXPECT_EQ(doc.at("baseTimeNanoseconds").get<uint64_t>(), kT0);
@@ -313,7 +313,7 @@ TEST(ChromeWriter, HostileNamesRoundTrip) {
     t += 100;
   }
   std::ostringstream os;
-  WriteChromeTrace(os, run);
+  WriteChromeTrace(os, BuildTimeline(run));
   nlohmann::json doc;
   ASSERT_NO_THROW(doc = nlohmann::json::parse(os.str()));
   std::vector<std::string> parsed;
@@ -344,8 +344,8 @@ TEST(ChromeWriter, AppendJsonStringEscapes) {
 TEST(ChromeWriter, UnwritablePathIsInputError) {
   kprof::Run run;
   run.processes.push_back(SampleProcess(1));
-  EXPECT_THROW(WriteChromeTrace("/nonexistent-dir/x.json", run), InputError);
-  EXPECT_THROW(WriteChromeTrace("/nonexistent-dir/x.json.gz", run), InputError);
+  EXPECT_THROW(WriteChromeTrace("/nonexistent-dir/x.json", BuildTimeline(run)), InputError);
+  EXPECT_THROW(WriteChromeTrace("/nonexistent-dir/x.json.gz", BuildTimeline(run)), InputError);
 }
 
 }  // namespace

@@ -198,7 +198,7 @@ TEST(Recordings, ChromeTraceOfARealRun) {
     SCOPED_TRACE(f);
     kprof::Run run = Load(f);
     std::ostringstream os;
-    WriteChromeTrace(os, run);
+    WriteChromeTrace(os, BuildTimeline(run));
     nlohmann::json doc = nlohmann::json::parse(os.str());
     ChromeCounts c = CheckChromeStructure(doc);
     const ProcessTrace& t = run.processes.at(0);

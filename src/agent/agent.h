@@ -1,0 +1,111 @@
+// Internal to the agent: its global state and limits, and the entry points its parts call
+// across files: agent.cpp (injection, start-up), writer.cpp (activity buffers, the writer and
+// flusher threads, the end of collection) and signals.cpp (flush on fatal signals).
+//
+// Rules (someone else's process): no exception escapes, no exit(), every CUPTI call checked; a
+// failure disables collection and the program runs on.
+#pragma once
+
+#include <cupti.h>
+#include <signal.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "agent/cupti_setup.h"
+#include "kprof/trace.h"
+
+namespace kprof::agent {
+
+extern size_t g_buffer_bytes;            // one CUPTI activity buffer (KPROF_BUFFER_MB; set at init)
+constexpr size_t kSoftBufferLimit = 8;   // buffers in flight before the app thread waits
+constexpr size_t kHardBufferLimit = 32;  // beyond this CUPTI drops records (counted)
+constexpr int kExitFlushTimeoutMs = 5000;  // guard against flushes that hang at exit
+constexpr int kSignalFlushTimeoutMs = 3000;
+
+// ---------------------------------------------------------------------------------------------
+// Global state. Deliberately leaked: it must outlive static destructors that run at exit.
+struct Agent {
+  std::mutex init_mu;
+  bool initialized = false;
+  std::atomic<bool> active{false};    // collecting
+  std::atomic<bool> finished{false};  // Finish() ran
+  uint32_t kinds = kKindAll;
+  std::string path;
+  FileWriter writer;  // writer thread only (and Finish, after the writer thread stopped)
+
+  // Buffer pool.
+  std::mutex pool_mu;
+  std::condition_variable pool_cv;
+  std::vector<uint8_t*> free_buffers;
+  std::unordered_set<uint8_t*> ours;  // every buffer kprof allocated
+  size_t outstanding = 0;             // handed to CUPTI, not yet returned
+  size_t allocated = 0;
+
+  // Completed buffers waiting for the writer.
+  struct Pending {
+    uint8_t* buf;
+    size_t valid;
+  };
+  std::mutex q_mu;
+  std::condition_variable q_cv;
+  std::deque<Pending> queue;
+  bool stop_writer = false;
+  uint64_t enqueued = 0, processed = 0;  // guarded by q_mu
+  std::condition_variable drained_cv;
+
+  std::thread writer_thread;
+  std::thread flusher_thread;
+  std::mutex flusher_mu;
+  std::condition_variable flusher_cv;
+  bool stop_flusher = false;
+  bool flusher_done = false;  // guarded by flusher_mu
+  pid_t pid = 0;              // the process that initialised the agent (not a forked child)
+  int flush_period_ms = 1000;
+
+  // Counters (writer thread, except dropped which CUPTI reports on its thread).
+  CollectionStats stats;
+  std::atomic<uint64_t> dropped{0};
+  std::atomic<uint64_t> foreign_buffers{0};
+  std::atomic<uint64_t> flushes{0};
+  std::atomic<uint64_t> buffers_completed{0};
+  std::atomic<uint64_t> last_completed_ns{0};
+
+  std::string subscriber_error;
+  CUpti_SubscriberHandle subscriber = nullptr;
+
+  // Signal plumbing: the handler writes the signal number to sig_pipe[1]; the signal thread
+  // flushes and answers on ack_pipe[1].
+  int sig_pipe[2] = {-1, -1};
+  int ack_pipe[2] = {-1, -1};
+  std::thread signal_thread;
+  struct sigaction old_actions[65] = {};
+};
+
+Agent& A();
+
+// writer.cpp
+void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
+void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* buffer, size_t size,
+                              size_t valid);
+void WriterLoop();
+void FlusherLoop();
+bool FlushWithTimeout(uint32_t flag, int timeout_ms);
+bool WaitDrained(int timeout_ms);
+void Finish(const std::string& reason);
+void AtExit();
+
+// signals.cpp
+void BlockSignalsInThisThread();
+void InstallSignalHandlers();
+
+}  // namespace kprof::agent

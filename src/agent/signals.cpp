@@ -1,0 +1,112 @@
+// Signals: on SIGINT, SIGTERM, SIGSEGV and the like the agent flushes what it has (or finishes
+// the file when the signal will end the program), then lets the program's own handling or the
+// default action proceed. The handler only talks to a signal thread through a pipe.
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "agent/agent.h"
+
+namespace kprof::agent {
+
+void BlockSignalsInThisThread() {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+}
+
+namespace {
+
+void SignalThreadLoop() {
+  BlockSignalsInThisThread();
+  Agent& a = A();
+  while (true) {
+    unsigned char sig = 0;
+    ssize_t n = read(a.sig_pipe[0], &sig, 1);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      return;
+    }
+    struct sigaction& old = a.old_actions[sig];
+    bool program_handles = (old.sa_flags & SA_SIGINFO)
+                               ? old.sa_sigaction != nullptr
+                               : (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN);
+    if (program_handles) {
+      // The program decides what happens next (Python raises KeyboardInterrupt, ...): only
+      // flush; the exit path finishes the file.
+      FlushWithTimeout(0, kSignalFlushTimeoutMs);
+      WaitDrained(kSignalFlushTimeoutMs);
+    } else if (old.sa_handler != SIG_IGN) {
+      Finish("signal " + std::to_string(sig));
+    }
+    unsigned char ack = 1;
+    ssize_t w = write(a.ack_pipe[1], &ack, 1);
+    (void)w;
+  }
+}
+
+void OnSignal(int sig, siginfo_t* info, void* ctx) {
+  int saved_errno = errno;
+  Agent& a = A();
+  // A child forked without exec inherits this handler and the pipes, but not the threads:
+  // only the process that started the agent talks to its signal thread.
+  if (a.active && a.sig_pipe[1] >= 0 && getpid() == a.pid) {
+    unsigned char s = static_cast<unsigned char>(sig);
+    if (write(a.sig_pipe[1], &s, 1) == 1) {
+      struct pollfd pfd = {a.ack_pipe[0], POLLIN, 0};
+      int timeout = kExitFlushTimeoutMs + kSignalFlushTimeoutMs;
+      if (poll(&pfd, 1, timeout) > 0) {
+        unsigned char ack;
+        ssize_t r = read(a.ack_pipe[0], &ack, 1);
+        (void)r;
+      }
+    }
+  }
+  struct sigaction& old = a.old_actions[sig];
+  errno = saved_errno;
+  if (old.sa_flags & SA_SIGINFO) {
+    if (old.sa_sigaction != nullptr) old.sa_sigaction(sig, info, ctx);
+    return;
+  }
+  if (old.sa_handler == SIG_IGN) return;
+  if (old.sa_handler != SIG_DFL && old.sa_handler != nullptr) {
+    old.sa_handler(sig);
+    return;
+  }
+  // Default action: restore it and re-raise (for SIGSEGV/SIGBUS returning re-executes the
+  // faulting instruction, which now takes the default action).
+  sigaction(sig, &old, nullptr);
+  if (sig != SIGSEGV && sig != SIGBUS) raise(sig);
+}
+
+}  // namespace
+
+void InstallSignalHandlers() {
+  Agent& a = A();
+  if (pipe2(a.sig_pipe, O_CLOEXEC) != 0 || pipe2(a.ack_pipe, O_CLOEXEC) != 0) {
+    std::fprintf(stderr, "kprof agent: pipe failed: %s; no flush on signals\n",
+                 std::strerror(errno));
+    return;
+  }
+  a.signal_thread = std::thread(SignalThreadLoop);
+  a.signal_thread.detach();
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT, SIGSEGV, SIGBUS}) {
+    struct sigaction sa {};
+    sa.sa_sigaction = OnSignal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(sig, &sa, &a.old_actions[sig]) != 0) {
+      std::fprintf(stderr, "kprof agent: sigaction(%d) failed: %s\n", sig, std::strerror(errno));
+    }
+  }
+}
+
+}  // namespace kprof::agent

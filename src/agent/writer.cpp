@@ -1,0 +1,285 @@
+// The agent's collection pipeline: CUPTI's buffer callbacks and the pool of activity buffers,
+// the writer thread that converts completed buffers and appends them to the file, the periodic
+// flusher, flushes with a timeout, and Finish, the end of collection (at exit or on a signal).
+#include <cupti.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/agent.h"
+#include "agent/convert.h"
+#include "agent/cupti_setup.h"
+#include "kprof/trace.h"
+
+namespace kprof::agent {
+
+size_t g_buffer_bytes = 2u << 20;
+
+// ---------------------------------------------------------------------------------------------
+// CUPTI buffer callbacks (CUPTI's threads; application threads for requests).
+
+void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  Agent& a = A();
+  *buffer = nullptr;
+  *size = 0;
+  *max_records = 0;
+  std::unique_lock<std::mutex> lock(a.pool_mu);
+  if (a.free_buffers.empty() && a.allocated >= kSoftBufferLimit) {
+    // Bounded memory: let the writer catch up a little before growing the pool.
+    a.pool_cv.wait_for(lock, std::chrono::milliseconds(50),
+                       [&] { return !a.free_buffers.empty(); });
+  }
+  uint8_t* buf = nullptr;
+  if (!a.free_buffers.empty()) {
+    buf = a.free_buffers.back();
+    a.free_buffers.pop_back();
+  } else if (a.allocated < kHardBufferLimit) {
+    buf = static_cast<uint8_t*>(std::aligned_alloc(8, g_buffer_bytes));
+    if (buf == nullptr) return;           // CUPTI drops these records; they are counted
+    std::memset(buf, 0, g_buffer_bytes);  // zeroed (CUPTI told so) and pre-faulted
+    a.ours.insert(buf);
+    ++a.allocated;
+  } else {
+    return;  // records dropped and counted by CUPTI
+  }
+  ++a.outstanding;
+  *buffer = buf;
+  *size = g_buffer_bytes;
+}
+
+void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* buffer, size_t /*size*/,
+                              size_t valid) {
+  Agent& a = A();
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS) {
+    a.dropped += dropped;
+  }
+  {
+    std::lock_guard<std::mutex> lock(a.pool_mu);
+    if (buffer == nullptr || a.ours.count(buffer) == 0) {
+      ++a.foreign_buffers;  // not ours: another CUPTI client registered buffer callbacks
+      return;
+    }
+    --a.outstanding;
+  }
+  ++a.buffers_completed;
+  uint64_t now = 0;
+  cuptiGetTimestamp(&now);
+  a.last_completed_ns = now;
+  std::lock_guard<std::mutex> lock(a.q_mu);
+  a.queue.push_back({buffer, valid});
+  ++a.enqueued;
+  a.q_cv.notify_one();
+}
+
+namespace {
+
+void ReturnBuffer(uint8_t* buf) {
+  Agent& a = A();
+  std::lock_guard<std::mutex> lock(a.pool_mu);
+  a.free_buffers.push_back(buf);
+  a.pool_cv.notify_one();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writer thread: converts completed buffers and appends blocks to the file.
+
+void ProcessBuffer(Agent& a, Interner& strings, std::vector<Record>& staging, uint8_t* buf,
+                   size_t valid) {
+  staging.clear();
+  MetaList meta;
+  CUpti_Activity* rec = nullptr;
+  while (true) {
+    CUptiResult r = cuptiActivityGetNextRecord(buf, valid, &rec);
+    if (r == CUPTI_ERROR_MAX_LIMIT_REACHED) break;
+    if (r != CUPTI_SUCCESS) {
+      KPROF_CUPTI(r);
+      break;
+    }
+    Record out;
+    switch (ConvertRecord(rec, strings, out, meta)) {
+      case ConvertResult::Converted:
+        staging.push_back(out);
+        break;
+      case ConvertResult::MissingTimestamp:
+        ++a.stats.missing_timestamps;
+        break;
+      case ConvertResult::Meta:
+        break;
+      case ConvertResult::Skipped:
+        ++a.stats.unknown_records;
+        break;
+    }
+  }
+  // Strings before the records that use them; a crash between blocks leaves a readable file.
+  auto fresh = strings.TakeNew();
+  if (!fresh.empty()) a.writer.WriteStrings(fresh);
+  if (!meta.empty()) a.writer.WriteMeta(meta);
+  if (!staging.empty()) a.writer.WriteRecords(staging.data(), staging.size());
+  a.stats.records_written += staging.size();
+  a.stats.buffer_bytes += valid;
+  std::memset(buf, 0, valid);  // CUPTI was told buffers arrive zeroed
+}
+
+}  // namespace
+
+void WriterLoop() {
+  BlockSignalsInThisThread();
+  Agent& a = A();
+  Interner strings;
+  std::vector<Record> staging;
+  staging.reserve(g_buffer_bytes / 32);
+  auto last_stats = std::chrono::steady_clock::now();
+  while (true) {
+    Agent::Pending p{};
+    {
+      std::unique_lock<std::mutex> lock(a.q_mu);
+      a.q_cv.wait(lock, [&] { return a.stop_writer || !a.queue.empty(); });
+      if (a.queue.empty()) break;  // stop requested and drained
+      p = a.queue.front();
+      a.queue.pop_front();
+    }
+    ProcessBuffer(a, strings, staging, p.buf, p.valid);
+    ReturnBuffer(p.buf);
+    // Stats now and then, so that a file cut short still reports drops seen so far.
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_stats > std::chrono::seconds(1)) {
+      a.stats.dropped_records = a.dropped;
+      a.writer.WriteStats(a.stats);
+      last_stats = now;
+    }
+    std::lock_guard<std::mutex> lock(a.q_mu);
+    ++a.processed;
+    a.drained_cv.notify_all();
+  }
+}
+
+// Periodic flush: completed buffers reach the file even when they are not full, so a crash
+// loses at most one period.
+void FlusherLoop() {
+  BlockSignalsInThisThread();
+  Agent& a = A();
+  std::unique_lock<std::mutex> lock(a.flusher_mu);
+  while (!a.stop_flusher) {
+    a.flusher_cv.wait_for(lock, std::chrono::milliseconds(a.flush_period_ms));
+    if (a.stop_flusher || !a.active) break;
+    lock.unlock();
+    KPROF_CUPTI(cuptiActivityFlushAll(0));
+    lock.lock();
+  }
+  a.flusher_done = true;
+  a.flusher_cv.notify_all();
+}
+
+// Runs cuptiActivityFlushAll on a helper thread and gives up waiting after `timeout_ms`
+// (flushes that hang at exit have been reported). Returns true when it finished in time.
+bool FlushWithTimeout(uint32_t flag, int timeout_ms) {
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto shared = std::make_shared<Shared>();
+  std::thread t([shared, flag] {
+    BlockSignalsInThisThread();
+    KPROF_CUPTI(cuptiActivityFlushAll(flag));
+    std::lock_guard<std::mutex> lock(shared->mu);
+    shared->done = true;
+    shared->cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(shared->mu);
+  bool ok = shared->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                                [&] { return shared->done; });
+  lock.unlock();
+  if (ok) {
+    t.join();
+  } else {
+    t.detach();
+  }
+  A().flushes++;
+  return ok;
+}
+
+// Waits until the writer has processed everything enqueued so far.
+bool WaitDrained(int timeout_ms) {
+  Agent& a = A();
+  std::unique_lock<std::mutex> lock(a.q_mu);
+  uint64_t target = a.enqueued;
+  return a.drained_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                               [&] { return a.processed >= target; });
+}
+
+// Ends collection: forced flush, drain, final stats and End block. Idempotent.
+void Finish(const std::string& reason) {
+  Agent& a = A();
+  if (!a.active.exchange(false)) return;
+  bool flushed = FlushWithTimeout(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, kExitFlushTimeoutMs);
+  {
+    std::lock_guard<std::mutex> lock(a.flusher_mu);
+    a.stop_flusher = true;
+    a.flusher_cv.notify_all();
+  }
+  // A periodic flush stuck inside CUPTI must not keep the program from exiting.
+  bool flusher_stopped;
+  {
+    std::unique_lock<std::mutex> lock(a.flusher_mu);
+    flusher_stopped = a.flusher_cv.wait_for(lock, std::chrono::milliseconds(kExitFlushTimeoutMs),
+                                            [&] { return a.flusher_done; });
+  }
+  if (a.flusher_thread.joinable()) {
+    if (flusher_stopped) {
+      a.flusher_thread.join();
+    } else {
+      a.flusher_thread.detach();
+    }
+  }
+  bool drained = WaitDrained(kExitFlushTimeoutMs);
+  {
+    std::lock_guard<std::mutex> lock(a.q_mu);
+    a.stop_writer = true;
+    a.q_cv.notify_all();
+  }
+  if (drained) {
+    a.writer_thread.join();
+  } else {
+    a.writer_thread.detach();
+    return;  // the writer is stuck: leave the file as it is (readable up to its last block)
+  }
+  size_t outstanding;
+  {
+    std::lock_guard<std::mutex> lock(a.pool_mu);
+    outstanding = a.outstanding;
+  }
+  MetaList meta{{"exit_reason", reason}};
+  if (!flushed) meta.emplace_back("flush_timeout", "1");
+  // Buffers handed to CUPTI that never came back after a forced flush, or buffers that are
+  // not ours: another CUPTI client (torch.profiler, a second tool) took over the activity API.
+  if (outstanding > 0 || a.foreign_buffers > 0) {
+    meta.emplace_back("displaced", "1");
+    meta.emplace_back("displaced_detail",
+                      std::to_string(outstanding) + " activity buffer(s) never returned, " +
+                          std::to_string(a.foreign_buffers.load()) +
+                          " foreign buffer(s) received; another CUPTI client (such as "
+                          "torch.profiler) registered its own activity callbacks");
+  }
+  a.writer.WriteMeta(meta);
+  a.stats.dropped_records = a.dropped;
+  a.stats.buffers_completed = a.buffers_completed;
+  a.stats.flushes = a.flushes;
+  a.stats.foreign_buffers = a.foreign_buffers;
+  a.stats.write_errors = a.writer.errors();
+  a.writer.WriteStats(a.stats);
+  a.writer.Close();
+  a.finished = true;
+}
+
+void AtExit() { Finish("exit"); }
+
+}  // namespace kprof::agent
