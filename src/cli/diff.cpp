@@ -20,10 +20,7 @@ namespace kprof {
 namespace {
 
 namespace fs = std::filesystem;
-using cli::MdCell;
-using cli::Printable;
-using cli::Shorten;
-using cli::TextTable;
+using namespace cli;  // the shared CI writers (ci_output.h)
 using nlohmann::json;
 using nlohmann::ordered_json;
 

@@ -1,0 +1,101 @@
+// Internal to the analysis library: the accumulators behind the rows of the views (a kernel
+// name; an op, range path, stream or device). Used by Analyze (analysis.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "analysis/intervals.h"
+#include "kprof/analysis.h"
+
+namespace kprof::detail {
+
+/// Accumulates kernels of one name.
+struct KernelAcc {
+  std::vector<uint64_t> durations;
+  UnionAcc busy;  ///< projected time (filled in the time-ordered pass)
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>, uint64_t>
+      configs;  // (grid a,b,c, block d,e, smem f) -> launches
+  uint64_t max_blocks = 0;
+
+  void Add(const Record& r) {
+    durations.push_back(r.DurationNs());
+    ++configs[{r.a, r.b, r.c, r.d, r.e, r.f}];
+    max_blocks = std::max<uint64_t>(max_blocks, uint64_t{r.a} * r.b * r.c);
+  }
+  KernelRow Row(const std::string& name, uint64_t busy_ns) {
+    KernelRow k;
+    k.name = name;
+    k.stat = MakeStat(durations);
+    k.share = busy_ns ? static_cast<double>(k.stat.total_ns) / static_cast<double>(busy_ns) : 0;
+    auto best = std::max_element(configs.begin(), configs.end(),
+                                 [](const auto& x, const auto& y) { return x.second < y.second; });
+    if (best != configs.end()) {
+      Record r;
+      std::tie(r.a, r.b, r.c, r.d, r.e, r.f) = best->first;
+      k.grid = KernelGrid(r);
+      k.block = KernelBlock(r);
+      k.registers = KernelRegisters(r);
+      k.shared_mem = KernelSharedMem(r);
+    }
+    k.max_blocks = max_blocks;
+    return k;
+  }
+};
+
+/// Accumulates one group (op, path, stream, device, kernel).
+struct GroupAcc {
+  uint64_t calls = 0, gpu_ns = 0, cpu_ns = 0, kernels = 0, memcpys = 0, memsets = 0, bytes = 0;
+  int64_t mem_delta = 0;
+  UnionAcc busy;  ///< projected time (filled in the time-ordered pass)
+  /// Keyed by the timeline's interned kernel name: equal names share one address.
+  std::unordered_map<const std::string*, KernelAcc> kernels_beneath;
+  bool with_kernels = true;
+
+  void AddActivity(const Record& r, const std::string& kernel_name) {
+    gpu_ns += r.DurationNs();
+    switch (r.Kind()) {
+      case RecordKind::Kernel:
+        ++kernels;
+        if (with_kernels) kernels_beneath[&kernel_name].Add(r);
+        break;
+      case RecordKind::Memcpy:
+        ++memcpys;
+        bytes += r.bytes;
+        break;
+      case RecordKind::Memset:
+        ++memsets;
+        bytes += r.bytes;
+        break;
+      default:
+        break;
+    }
+  }
+  GroupRow Row(const std::string& key, uint64_t busy_ns) {
+    GroupRow g;
+    g.key = key;
+    g.calls = calls;
+    g.gpu_ns = gpu_ns;
+    g.gpu_projected_ns = busy.Total();
+    g.cpu_ns = cpu_ns;
+    g.kernels = kernels;
+    g.memcpys = memcpys;
+    g.memsets = memsets;
+    g.bytes = bytes;
+    g.share = busy_ns ? static_cast<double>(gpu_ns) / static_cast<double>(busy_ns) : 0;
+    g.mem_delta_bytes = mem_delta;
+    for (auto& [name, acc] : kernels_beneath) g.kernel_rows.push_back(acc.Row(*name, busy_ns));
+    std::sort(g.kernel_rows.begin(), g.kernel_rows.end(), [](const auto& x, const auto& y) {
+      return x.stat.total_ns != y.stat.total_ns ? x.stat.total_ns > y.stat.total_ns
+                                                : x.name < y.name;
+    });
+    return g;
+  }
+};
+
+}  // namespace kprof::detail
