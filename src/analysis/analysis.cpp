@@ -19,8 +19,6 @@ namespace {
 using detail::GroupAcc;
 using detail::Interval;
 using detail::KernelAcc;
-using detail::Length;
-using detail::Merge;
 using detail::UnionAcc;
 
 const char* kNoRange = "(no range)";
