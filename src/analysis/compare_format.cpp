@@ -12,6 +12,7 @@
 
 #include "analysis/compare_internal.h"
 #include "kprof/compare.h"
+#include "kprof/utf8.h"
 
 namespace kprof {
 
@@ -53,61 +54,16 @@ std::optional<uint64_t> ScaleToU64(double v, double scale) {
   return static_cast<uint64_t>(x);
 }
 
-void AppendUtf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-/// Decodes one UTF-8 sequence at s[i]; returns the code point (0xFFFD when invalid) and
-/// advances i past it (by one byte when invalid).
-uint32_t DecodeUtf8(std::string_view s, size_t& i) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  size_t len = 0;
-  uint32_t cp = 0, min = 0;
-  if (b0 < 0x80) {
-    ++i;
-    return b0;
-  } else if ((b0 & 0xE0) == 0xC0) {
-    len = 2, cp = b0 & 0x1F, min = 0x80;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    len = 3, cp = b0 & 0x0F, min = 0x800;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    len = 4, cp = b0 & 0x07, min = 0x10000;
-  } else {
+/// The code point of the UTF-8 sequence at s[i] (0xFFFD when invalid); advances i past it (by
+/// one byte when invalid).
+uint32_t NextCodePoint(std::string_view s, size_t& i) {
+  const Utf8Char c = DecodeUtf8(s, i);
+  if (c.len == 0) {
     ++i;
     return 0xFFFD;
   }
-  if (i + len > s.size()) {
-    ++i;
-    return 0xFFFD;
-  }
-  for (size_t k = 1; k < len; ++k) {
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if ((b & 0xC0) != 0x80) {
-      ++i;
-      return 0xFFFD;
-    }
-    cp = (cp << 6) | (b & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-    ++i;
-    return 0xFFFD;
-  }
-  i += len;
-  return cp;
+  i += c.len;
+  return c.cp;
 }
 
 }  // namespace
@@ -191,7 +147,7 @@ std::string XmlEscape(std::string_view s) {
   std::string out;
   out.reserve(s.size() + s.size() / 8);
   for (size_t i = 0; i < s.size();) {
-    const uint32_t cp = DecodeUtf8(s, i);
+    const uint32_t cp = NextCodePoint(s, i);
     switch (cp) {
       case '&':
         out += "&amp;";

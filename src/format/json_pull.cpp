@@ -14,6 +14,7 @@
 #include <cstdlib>
 
 #include "kprof/trace.h"
+#include "kprof/utf8.h"
 
 namespace kprof::json {
 
@@ -92,19 +93,6 @@ int64_t RoundScaled(const Number& n, double scale) {
 }
 
 namespace {
-
-void AppendUtf8(std::string& s, uint32_t cp) {
-  if (cp < 0x80) {
-    s.push_back(static_cast<char>(cp));
-    return;
-  }
-  // Lead byte, then continuation bytes of 6 bits each, most significant first.
-  int tail = cp < 0x800 ? 1 : cp < 0x10000 ? 2 : 3;
-  constexpr unsigned char kLead[] = {0, 0xC0, 0xE0, 0xF0};
-  s.push_back(static_cast<char>(kLead[tail] | (cp >> (6 * tail))));
-  for (int i = tail - 1; i >= 0; --i)
-    s.push_back(static_cast<char>(0x80 | ((cp >> (6 * i)) & 0x3F)));
-}
 
 // One-letter escapes and the bytes they stand for, position for position.
 constexpr std::string_view kEscapeLetters = "\"\\/bfnrt";

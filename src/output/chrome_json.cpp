@@ -5,37 +5,9 @@
 #include <string_view>
 
 #include "kprof/output.h"
+#include "kprof/utf8.h"
 
 namespace kprof {
-
-namespace {
-
-/// Length of the valid UTF-8 sequence starting at s[i] (2..4), or 0 if it is not one.
-size_t Utf8SequenceLength(std::string_view s, size_t i) {
-  auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char c = b(i);
-  size_t n;
-  uint32_t min;
-  uint32_t cp;
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2, min = 0x80, cp = c & 0x1Fu;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3, min = 0x800, cp = c & 0x0Fu;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4, min = 0x10000, cp = c & 0x07u;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((b(i + k) & 0xC0u) != 0x80u) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3Fu);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
-}
-
-}  // namespace
 
 void AppendJsonString(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -50,7 +22,7 @@ void AppendJsonString(std::string& out, std::string_view s) {
       continue;
     }
     if (c >= 0x80) {
-      size_t n = Utf8SequenceLength(s, i);
+      size_t n = DecodeUtf8(s, i).len;
       if (n == 3 && c == 0xE2 && static_cast<unsigned char>(s[i + 1]) == 0x80 &&
           (static_cast<unsigned char>(s[i + 2]) == 0xA8 ||
            static_cast<unsigned char>(s[i + 2]) == 0xA9)) {

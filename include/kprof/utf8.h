@@ -1,0 +1,59 @@
+// UTF-8 decoding and encoding shared by the readers (JSON \u escapes), the report and Chrome
+// writers (JSON escaping) and the CI writers (XML escaping): one definition of a valid sequence.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace kprof {
+
+/// One decoded character: its code point and its length in bytes (0: not a valid sequence).
+struct Utf8Char {
+  uint32_t cp = 0;
+  size_t len = 0;
+};
+
+/// Decodes the UTF-8 sequence starting at s[i] (i < s.size()). Valid means the shortest form of a
+/// code point up to U+10FFFF that is not a surrogate; anything else (a stray continuation byte,
+/// an overlong form, a truncated sequence) has len 0.
+inline Utf8Char DecodeUtf8(std::string_view s, size_t i) {
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  if (b0 < 0x80) return {b0, 1};
+  size_t len = 0;
+  uint32_t cp = 0, min = 0;
+  if ((b0 & 0xE0) == 0xC0) {
+    len = 2, cp = b0 & 0x1Fu, min = 0x80;
+  } else if ((b0 & 0xF0) == 0xE0) {
+    len = 3, cp = b0 & 0x0Fu, min = 0x800;
+  } else if ((b0 & 0xF8) == 0xF0) {
+    len = 4, cp = b0 & 0x07u, min = 0x10000;
+  } else {
+    return {};
+  }
+  if (i + len > s.size()) return {};
+  for (size_t k = 1; k < len; ++k) {
+    const auto b = static_cast<unsigned char>(s[i + k]);
+    if ((b & 0xC0u) != 0x80u) return {};
+    cp = (cp << 6) | (b & 0x3Fu);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return {};
+  return {cp, len};
+}
+
+/// Appends code point `cp` (at most U+10FFFF) as UTF-8.
+inline void AppendUtf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+    return;
+  }
+  // Lead byte, then continuation bytes of 6 bits each, most significant first.
+  const int tail = cp < 0x800 ? 1 : cp < 0x10000 ? 2 : 3;
+  constexpr unsigned char kLead[] = {0, 0xC0, 0xE0, 0xF0};
+  out.push_back(static_cast<char>(kLead[tail] | (cp >> (6 * tail))));
+  for (int k = tail - 1; k >= 0; --k)
+    out.push_back(static_cast<char>(0x80 | ((cp >> (6 * k)) & 0x3F)));
+}
+
+}  // namespace kprof
