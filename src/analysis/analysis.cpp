@@ -89,16 +89,18 @@ uint64_t ApiTimeNs(const ProcessTimeline& t) {
     if (th.ordered) th.busy.Add(a->start_ns, std::max(a->start_ns, a->end_ns));
   }
   uint64_t total = 0;
+  std::unordered_map<uint32_t, std::vector<Interval>> unordered;  // one more pass, if any
   for (auto& [tid, th] : threads) {
-    if (th.ordered) {
+    if (th.ordered)
       total += th.busy.Total();
-      continue;
-    }
-    std::vector<Interval> iv;
-    for (const Record* a : t.apis)
-      if (a->tid == tid) iv.emplace_back(a->start_ns, std::max(a->start_ns, a->end_ns));
-    total += UnionLength(iv);
+    else
+      unordered[tid];
   }
+  if (unordered.empty()) return total;
+  for (const Record* a : t.apis)
+    if (auto it = unordered.find(a->tid); it != unordered.end())
+      it->second.emplace_back(a->start_ns, std::max(a->start_ns, a->end_ns));
+  for (auto& [tid, iv] : unordered) total += UnionLength(iv);
   return total;
 }
 

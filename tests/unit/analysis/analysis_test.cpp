@@ -307,3 +307,25 @@ TEST(Analysis, GpuWorkAtTimeZeroCountsInTheWall) {
 
 }  // namespace
 }  // namespace kprof
+
+namespace kprof {
+namespace {
+
+// API time is the union of each thread's calls, also when a trace lists them out of order.
+TEST(Analysis, ApiTimeIsTheUnionPerThreadInAnyOrder) {
+  test::TraceBuilder b;
+  auto call = [&](uint32_t tid, uint64_t s, uint64_t e) {
+    b.Add(RecordKind::RuntimeApi, "cudaLaunchKernel", s, e).tid = tid;
+  };
+  call(1, 5000, 6000);  // thread 1, out of order: [1000,3000) [2000,4000) [5000,6000) -> 4000
+  call(1, 1000, 3000);
+  call(1, 2000, 4000);
+  call(2, 1000, 2000);  // thread 2, in order, overlapping thread 1: counted on its own -> 1500
+  call(2, 1500, 2500);
+  kprof::Run run;
+  run.processes.push_back(b.t);
+  EXPECT_EQ(Analyze(BuildTimeline(run)).summary.api_ns, 4000u + 1500u);
+}
+
+}  // namespace
+}  // namespace kprof
