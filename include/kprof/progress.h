@@ -12,7 +12,8 @@ namespace kprof {
 
 class Progress {
  public:
-  /// `what` names the work ("exporting out.sqlite"); `unit` the items counted ("records").
+  /// `what` names the work ("exporting out.sqlite"); `unit` the items counted ("records"), or
+  /// "MB" when Update() is given bytes (shown in MB).
   /// Shows nothing unless `enabled` (ProgressToTerminal() for the CLI's default).
   Progress(bool enabled, std::string what, std::string unit);
   ~Progress();  ///< erases the line if one was shown
@@ -22,6 +23,8 @@ class Progress {
   /// `done` of `total` items (total 0 = unknown). Cheap enough to call per item in batches of
   /// a few thousand.
   void Update(uint64_t done, uint64_t total);
+  /// Erases the line if one was shown; later Update() calls show it again.
+  void Finish();
   bool shown() const { return shown_; }
 
  private:

@@ -65,7 +65,8 @@ struct Run {
 
 /// Reads one kprof run file. Throws InputError (one line, naming `path`) when the file is
 /// missing, foreign, of a newer major version, truncated inside a block, or corrupted.
-ProcessTrace ReadRunFile(const std::string& path);
+/// `show_progress`: "reading PATH: N / M MB" on stderr while reading (kprof/progress.h).
+ProcessTrace ReadRunFile(const std::string& path, bool show_progress = false);
 
 /// Reads any supported input: a kprof run file, a run directory (all *.kprof files in it),
 /// or Chrome trace JSON (plain or gzip), detected from the content. Throws InputError.

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <string>
 
+#include "kprof/progress.h"
 #include "kprof/trace.h"
 
 namespace kprof {
@@ -322,8 +323,9 @@ uint32_t ParseU32(const std::string& s, uint32_t fallback) {
 
 }  // namespace
 
-ProcessTrace ReadRunFile(const std::string& path) {
+ProcessTrace ReadRunFile(const std::string& path, bool show_progress) {
   File f(path);
+  Progress progress(show_progress, "reading " + path, "MB");
   ProcessTrace t;
   t.source = path;
 
@@ -345,6 +347,7 @@ ProcessTrace ReadRunFile(const std::string& path) {
   uint64_t skipped_kinds = 0;
   while (!ended) {
     uint64_t offset = f.pos();
+    progress.Update(offset, f.size());
     BlockHeader h;
     got = f.Read(&h, sizeof h);
     if (got == 0) break;  // no End block: the process died; keep what was written
@@ -362,8 +365,14 @@ ProcessTrace ReadRunFile(const std::string& path) {
         Fail(path, where + ": record block size does not match its count (corrupted)");
       size_t old = t.records.size();
       t.records.resize(old + h.count);
-      if (f.Read(t.records.data() + old, h.bytes) < h.bytes)
-        Fail(path, "truncated inside the " + where);
+      // In slices, so that progress moves within a large block.
+      char* dst = reinterpret_cast<char*>(t.records.data() + old);
+      for (uint32_t done = 0; done < h.bytes;) {
+        const uint32_t n = std::min<uint32_t>(h.bytes - done, 8u << 20);
+        if (f.Read(dst + done, n) < n) Fail(path, "truncated inside the " + where);
+        done += n;
+        progress.Update(f.pos(), f.size());
+      }
       crc = Crc32c(t.records.data() + old, h.bytes, crc);
       if (crc != h.crc) Fail(path, where + ": checksum mismatch (corrupted)");
       continue;

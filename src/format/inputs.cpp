@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "kprof/progress.h"
 #include "kprof/trace.h"
 
 namespace kprof {
@@ -40,7 +41,7 @@ void AddFile(Run& run, const std::string& path, bool show_progress) {
     case Content::Empty:
       throw InputError(path + ": empty file");
     case Content::Kprof:
-      run.processes.push_back(ReadRunFile(path));
+      run.processes.push_back(ReadRunFile(path, show_progress));
       return;
     case Content::Gzip:
     case Content::Json: {
@@ -70,7 +71,7 @@ uint32_t RepNumber(std::string_view name) {
 Run ReadInputs(const std::vector<std::string>& paths) {
   Run run;
   if (paths.empty()) throw InputError("no input files given");
-  const bool progress = ::isatty(2) != 0;
+  const bool progress = ProgressToTerminal();
   for (const auto& path : paths) {
     std::error_code ec;
     auto st = fs::status(path, ec);

@@ -226,10 +226,9 @@ void Cursor::SkipValue() {
 // ---- stream -----------------------------------------------------------------------------------
 
 Stream::Stream(const std::string& path, const StreamOptions& opts)
-    : path_(path), opts_(opts), src_(path) {
+    : path_(path), opts_(opts), src_(path), progress_(opts.show_progress, "reading " + path, "MB") {
   buf_.resize(opts_.chunk + 1 + kPad);
   buf_[0] = '\0';
-  last_progress_ = std::chrono::steady_clock::now();
 }
 
 void Stream::Error(uint64_t offset, const std::string& what) const {
@@ -299,21 +298,10 @@ bool Stream::Fill() {
   if (got == 0) eof_ = true;
   end_ += got;
   buf_[end_] = '\0';
-  Progress();
+  ShowProgress();
   return got > 0;
 }
 
-void Stream::Progress() {
-  if (!opts_.show_progress) return;
-  auto now = std::chrono::steady_clock::now();
-  if (now - last_progress_ < std::chrono::milliseconds(500)) return;
-  last_progress_ = now;
-  progress_shown_ = true;
-  std::fprintf(stderr, "\rreading %s: %.0f / %.0f MB", path_.c_str(),
-               static_cast<double>(src_.Consumed()) / 1e6, static_cast<double>(src_.Total()) / 1e6);
-  std::fflush(stderr);
-}
-
-void Stream::EndProgress() { std::fprintf(stderr, "\n"); }
+void Stream::ShowProgress() { progress_.Update(src_.Consumed(), src_.Total()); }
 
 }  // namespace kprof::json

@@ -24,6 +24,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "kprof/progress.h"
+
 struct gzFile_s;
 
 namespace kprof::json {
@@ -310,7 +312,7 @@ class Stream {
     } catch (const ParseError& e) {
       Error(Offset(e.at), e.what);
     }
-    if (progress_shown_) EndProgress();
+    progress_.Finish();
   }
 
   /// Reads the first bytes and skips a UTF-8 byte order mark. False when the input is empty.
@@ -382,8 +384,7 @@ class Stream {
   static bool MemberKey(Cursor& c, bool first, std::string& scratch, std::string& key);
   /// Keeps [pos_, end_), reads more behind it. Returns false at the end of the input.
   bool Fill();
-  void Progress();
-  void EndProgress();
+  void ShowProgress();
 
   std::string path_;
   StreamOptions opts_;
@@ -392,8 +393,7 @@ class Stream {
   size_t pos_ = 0, end_ = 0;
   uint64_t base_ = 0;  // absolute offset of buf_[0]
   bool eof_ = false;
-  std::chrono::steady_clock::time_point last_progress_;
-  bool progress_shown_ = false;
+  kprof::Progress progress_;
 };
 
 }  // namespace kprof::json

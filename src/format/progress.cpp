@@ -26,11 +26,13 @@ Progress::Progress(bool enabled, std::string what, std::string unit)
       start_(std::chrono::steady_clock::now()),
       last_(start_) {}
 
-Progress::~Progress() {
-  if (shown_) {
-    std::fputs("\r\033[K", stderr);  // erase the progress line
-    std::fflush(stderr);
-  }
+Progress::~Progress() { Finish(); }
+
+void Progress::Finish() {
+  if (!shown_) return;
+  shown_ = false;
+  std::fputs("\r\033[K", stderr);  // erase the progress line
+  std::fflush(stderr);
 }
 
 void Progress::Update(uint64_t done, uint64_t total) {
@@ -40,6 +42,10 @@ void Progress::Update(uint64_t done, uint64_t total) {
   if (now - last_ < std::chrono::milliseconds(500)) return;
   last_ = now;
   shown_ = true;
+  if (unit_ == "MB") {  // bytes, shown in MB
+    done /= 1'000'000;
+    total /= 1'000'000;
+  }
   std::string line = "\r\033[K" + what_ + ": " + Grouped(done);
   if (total > 0) {
     line += " / " + Grouped(total) + " " + unit_;
