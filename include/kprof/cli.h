@@ -20,5 +20,6 @@ int CmdRun(const std::vector<std::string>& args);
 int CmdReport(const std::vector<std::string>& args);
 int CmdDiff(const std::vector<std::string>& args);
 int CmdCheck(const std::vector<std::string>& args);
+int CmdExport(const std::vector<std::string>& args);  ///< 0 ok, 2 usage/input/output error
 
 }  // namespace kprof

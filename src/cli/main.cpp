@@ -20,11 +20,12 @@ constexpr const char* kUsage =
     "  kprof report [options] INPUT...            analyse saved runs or Chrome/PyTorch traces\n"
     "  kprof diff [options] BASE NEW              compare runs; exit 1 on a regression\n"
     "  kprof check [options] RUN --budget FILE    check a run against a budget\n"
+    "  kprof export INPUT... --sqlite FILE        export runs as SQLite (Nsight Systems tables)\n"
     "\n"
     "'kprof COMMAND --help' shows the options of a command.\n"
     "exit codes: run: the program's own status (128+N when killed by signal N; 127 program not\n"
-    "found, 126 not executable); report: 0 ok, 2 bad input; diff/check: 0 pass, 1 regression,\n"
-    "2 usage or input error.\n";
+    "found, 126 not executable); report, export: 0 ok, 2 bad input; diff/check: 0 pass,\n"
+    "1 regression, 2 usage or input error.\n";
 
 // `report`, `diff` and `check` allocate hundreds of MB at once on large traces. On virtual
 // machines a page fault costs microseconds, and glibc's malloc backed by transparent huge pages
@@ -70,12 +71,13 @@ int main(int argc, char** argv) {
     return kprof::kExitUsage;
   }
   std::string cmd = argv[1];
-  if (cmd == "report" || cmd == "diff" || cmd == "check") PreferHugePages(argv);
+  if (cmd == "report" || cmd == "diff" || cmd == "check" || cmd == "export") PreferHugePages(argv);
   std::vector<std::string> args(argv + 2, argv + argc);
   if (cmd == "run") return kprof::CmdRun(args);
   if (cmd == "report") return kprof::CmdReport(args);
   if (cmd == "diff") return kprof::CmdDiff(args);
   if (cmd == "check") return kprof::CmdCheck(args);
+  if (cmd == "export") return kprof::CmdExport(args);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(kUsage, stdout);
     return kprof::kExitOk;
@@ -84,7 +86,8 @@ int main(int argc, char** argv) {
     std::puts("kprof " KPROF_VERSION);
     return kprof::kExitOk;
   }
-  std::fprintf(stderr, "kprof: unknown command '%s' (expected run, report, diff or check)\n",
+  std::fprintf(stderr,
+               "kprof: unknown command '%s' (expected run, report, diff, check or export)\n",
                cmd.c_str());
   return kprof::kExitUsage;
 }

@@ -1,0 +1,48 @@
+// kprof export RUN... --sqlite FILE: the run, its views and hints as an SQLite database whose
+// core tables follow Nsight Systems' export schema (docs/sqlite.md).
+#include <vector>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+#include "cli/common.h"
+#include "kprof/analysis.h"
+#include "kprof/cli.h"
+#include "kprof/hints.h"
+#include "kprof/progress.h"
+#include "kprof/sqlite_export.h"
+
+namespace kprof {
+
+int CmdExport(const std::vector<std::string>& args) {
+  CLI::App app{
+      "Export saved runs (kprof run directories or files, Chrome/PyTorch traces) as an SQLite "
+      "database with Nsight Systems' table layout (docs/sqlite.md).",
+      "kprof export"};
+  std::vector<std::string> files;
+  std::string sqlite_path;
+  bool force = false;
+  app.add_option("inputs", files, "Run directories, .kprof files or Chrome trace JSON")->required();
+  app.add_option("--sqlite", sqlite_path, "Write the SQLite database to this file")->required();
+  app.add_flag("--force", force, "Overwrite the output file if it exists");
+  if (auto rc = cli::Parse(app, args)) return *rc;
+  try {
+    Run run = ReadInputs(files);
+#if defined(__GLIBC__)
+    malloc_trim(0);  // reading's working memory back before the analysis (as kprof report)
+#endif
+    const Timeline timeline = BuildTimeline(run);
+    const Analysis analysis = Analyze(timeline);
+    const std::vector<Hint> hints = ComputeHints(timeline, analysis);
+    SqliteExportOptions opts;
+    opts.force = force;
+    opts.progress = ProgressToTerminal();
+    WriteSqlite(sqlite_path, timeline, analysis, hints, opts);
+  } catch (const InputError& e) {
+    return cli::UsageError("export", e.what());
+  }
+  return kExitOk;
+}
+
+}  // namespace kprof
