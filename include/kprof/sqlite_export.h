@@ -32,6 +32,11 @@ struct SqliteExportOptions {
 /// `processes` and `summary` are written; the requested view `rows` is not).
 void WriteSqlite(const std::string& path, const Timeline& timeline, const Analysis& analysis,
                  const std::vector<Hint>& hints, const SqliteExportOptions& opts = {});
+/// The same, into an OutputFile opened by the caller (so that a bad output path is reported
+/// before a long read); commits it when complete.
+class OutputFile;
+void WriteSqlite(OutputFile& out, const Timeline& timeline, const Analysis& analysis,
+                 const std::vector<Hint>& hints, const SqliteExportOptions& opts = {});
 
 /// Nsight Systems' "shortName" of a demangled kernel name: the function's base name, without
 /// return type, namespaces, template arguments and parameters

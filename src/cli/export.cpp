@@ -1,5 +1,6 @@
 // kprof export RUN... --sqlite FILE: the run, its views and hints as an SQLite database whose
 // core tables follow Nsight Systems' export schema (docs/sqlite.md).
+#include <cstdio>
 #include <vector>
 
 #if defined(__GLIBC__)
@@ -10,6 +11,7 @@
 #include "kprof/analysis.h"
 #include "kprof/cli.h"
 #include "kprof/hints.h"
+#include "kprof/output_file.h"
 #include "kprof/progress.h"
 #include "kprof/sqlite_export.h"
 
@@ -28,6 +30,8 @@ int CmdExport(const std::vector<std::string>& args) {
   app.add_flag("--force", force, "Overwrite the output file if it exists");
   if (auto rc = cli::Parse(app, args)) return *rc;
   try {
+    // The output is checked (and its temporary file made) before a possibly long read.
+    OutputFile out(sqlite_path, force);
     Run run = ReadInputs(files);
 #if defined(__GLIBC__)
     malloc_trim(0);  // reading's working memory back before the analysis (as kprof report)
@@ -38,7 +42,9 @@ int CmdExport(const std::vector<std::string>& args) {
     SqliteExportOptions opts;
     opts.force = force;
     opts.progress = ProgressToTerminal();
-    WriteSqlite(sqlite_path, timeline, analysis, hints, opts);
+    WriteSqlite(out, timeline, analysis, hints, opts);
+    std::fprintf(stderr, "kprof: SQLite database written to %s (docs/sqlite.md)\n",
+                 sqlite_path.c_str());
   } catch (const InputError& e) {
     return cli::UsageError("export", e.what());
   }

@@ -292,6 +292,12 @@ std::string KernelShortName(std::string_view s) {
 void WriteSqlite(const std::string& path, const Timeline& timeline, const Analysis& analysis,
                  const std::vector<Hint>& hints, const SqliteExportOptions& opts) {
   OutputFile out(path, opts.force);
+  WriteSqlite(out, timeline, analysis, hints, opts);
+}
+
+void WriteSqlite(OutputFile& out, const Timeline& timeline, const Analysis& analysis,
+                 const std::vector<Hint>& hints, const SqliteExportOptions& opts) {
+  const std::string& path = out.path();
   {
     sqlite::Db db(out.temp_path(), path);
     // One transaction, no journal, no fsync: the file is renamed into place only once complete,
