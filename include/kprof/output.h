@@ -5,6 +5,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kprof/analysis.h"
@@ -28,6 +29,9 @@ struct ReportOptions {
 /// Writes the analysis (and hints) in the requested format.
 void WriteReport(std::ostream& out, const Run& run, const Analysis& analysis,
                  const std::vector<Hint>& hints, const ReportOptions& opts);
+
+/// The totals block of the table report as (label, value) lines, in its order.
+std::vector<std::pair<std::string, std::string>> TotalsLines(const RunSummary& s);
 
 /// JSON summary as a string (the same document WriteReport writes for Format::Json).
 std::string ReportJson(const Run& run, const Analysis& analysis, const std::vector<Hint>& hints);

@@ -14,7 +14,9 @@
 #include "common.h"
 #include "kprof/cli.h"
 #include "kprof/compare.h"
+#include "kprof/html.h"
 #include "kprof/output.h"
+#include "kprof/output_file.h"
 
 namespace kprof {
 namespace {
@@ -497,6 +499,10 @@ int CmdDiff(const std::vector<std::string>& args) {
   app.add_option("--format", format, "table|json|md|junit (default table)");
   app.add_option("-o,--output", output, "Write the result to FILE instead of stdout");
   app.add_option("--top", top, "Op/kernel rows shown in table/md besides flagged ones (0 = all)");
+  std::string html;
+  bool force = false;
+  app.add_option("--html", html, "Also write the comparison as a self-contained HTML page");
+  app.add_flag("--force", force, "Overwrite the --html file if it exists");
   if (auto rc = cli::Parse(app, args)) return *rc;
 
   auto usage = [](const std::string& msg) { return cli::UsageError("diff", msg); };
@@ -527,6 +533,8 @@ int CmdDiff(const std::vector<std::string>& args) {
   if (!fmt_kind) return usage("--format: expected table, json, md or junit, got '" + format + "'");
 
   try {
+    std::optional<OutputFile> page;  // its place is checked before the runs are read
+    if (!html.empty()) page.emplace(html, force);
     const std::vector<RunDigest> base = LoadAllRuns(base_paths);
     const std::vector<RunDigest> now = LoadAllRuns(new_paths);
     const DiffResult r = Diff(base, now, opts);
@@ -534,6 +542,14 @@ int CmdDiff(const std::vector<std::string>& args) {
                                                        [&] { return DiffJson(r); },
                                                        [&] { return DiffMarkdown(r, top); },
                                                        [&] { return DiffJunit(r); }}));
+    if (page) {
+      HtmlOptions ho;
+      ho.title = "kprof diff: " + fmt::format("{}", fmt::join(base_paths, " ")) + " vs " +
+                 fmt::format("{}", fmt::join(new_paths, " "));
+      WriteHtmlPage(page->stream(), ho.title, HtmlDiffData(r, base_paths, new_paths, ho));
+      page->Commit();
+      std::fprintf(stderr, "kprof: HTML diff written to %s\n", html.c_str());
+    }
     return r.Regressed() ? kExitRegression : kExitOk;
   } catch (const InputError& e) {
     return cli::UsageError("diff", e.what());

@@ -7,12 +7,29 @@
 
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "kprof/analysis.h"
 #include "kprof/hints.h"
+#include "kprof/html.h"
 #include "kprof/output.h"
+#include "kprof/output_file.h"
 
 namespace kprof::cli {
+
+namespace {
+
+/// The sources of a run's processes, for the HTML page's title.
+std::string RunTitle(const Run& run) {
+  std::string t;
+  for (const auto& p : run.processes) {
+    if (t.size() > 160) return t + ", ...";
+    t += (t.empty() ? "" : ", ") + p.source;
+  }
+  return t;
+}
+
+}  // namespace
 
 void AddViewOptions(CLI::App& app, ViewOptions& v, bool with_output) {
   app.add_option("--by", v.by, "Group GPU time by kernel|op|range-path|stream|device")
@@ -22,8 +39,13 @@ void AddViewOptions(CLI::App& app, ViewOptions& v, bool with_output) {
   app.add_option("--sort", v.sort, "Sort rows by gpu|calls|cpu|name")->capture_default_str();
   app.add_option("--filter", v.filter, "Keep rows whose name matches this regular expression");
   app.add_option("--trace", v.trace, "Also write a Chrome trace (Perfetto) to this file (.gz ok)");
+  app.add_option("--html", v.html,
+                 "Also write a self-contained HTML report (timeline, tables, hints) to this file");
   app.add_flag("--no-hints", v.no_hints, "Do not compute bottleneck hints");
-  if (with_output) app.add_option("-o,--output", v.output, "Write the report to this file");
+  if (with_output) {
+    app.add_option("-o,--output", v.output, "Write the report to this file");
+    app.add_flag("--force", v.force, "Overwrite the --html file if it exists");
+  }
 }
 
 void Present(const Run& run, const ViewOptions& v, const std::string& saved_to) {
@@ -44,6 +66,9 @@ void Present(const Run& run, const ViewOptions& v, const std::string& saved_to) 
   else
     throw InputError("--sort " + v.sort + ": expected gpu|calls|cpu|name");
   ao.filter = v.filter;
+  // The HTML file's place is checked before the work: a bad path fails at once.
+  std::optional<OutputFile> html;
+  if (!v.html.empty()) html.emplace(v.html, v.force);
   // JSON and CSV are for programs: every row. Tables show the top rows.
   ao.top = (*fmt == Format::Json || *fmt == Format::Csv) ? 0 : v.top;
 
@@ -79,6 +104,13 @@ void Present(const Run& run, const ViewOptions& v, const std::string& saved_to) 
   if (!v.trace.empty()) {
     WriteChromeTrace(v.trace, timeline);
     std::cerr << "kprof: Chrome trace written to " << v.trace << "\n";
+  }
+  if (html) {
+    HtmlOptions ho;
+    ho.title = "kprof report: " + (saved_to.empty() ? RunTitle(run) : saved_to);
+    WriteHtmlPage(html->stream(), ho.title, HtmlReportData(timeline, hints, ho));
+    html->Commit();
+    std::cerr << "kprof: HTML report written to " << v.html << "\n";
   }
 }
 

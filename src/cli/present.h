@@ -16,10 +16,13 @@ struct ViewOptions {
   std::string filter;
   std::string trace;   ///< write a Chrome trace here too
   std::string output;  ///< write the report here instead of stdout
+  std::string html;    ///< write the HTML report here too
+  bool force = false;  ///< overwrite an existing --html file
   bool no_hints = false;
 };
 
-/// Adds --by, --format, --top, --sort, --filter, --trace, --no-hints (and -o for report).
+/// Adds --by, --format, --top, --sort, --filter, --trace, --html, --no-hints (and -o and --force
+/// for report; kprof run has its own --force, which also sets `force`).
 void AddViewOptions(CLI::App& app, ViewOptions& v, bool with_output);
 
 /// Analyses `run` and writes the report. Throws InputError on a bad option value or I/O error.

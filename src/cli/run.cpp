@@ -20,6 +20,7 @@
 #include "cli/present.h"
 #include "kprof/cli.h"
 #include "kprof/output.h"
+#include "kprof/output_file.h"
 
 extern char** environ;
 
@@ -208,7 +209,8 @@ int CmdRun(const std::vector<std::string>& args) {
   app.add_option("--repeat", repeat, "Run the program N times (DIR/rep1..repN), for kprof diff")
       ->check(CLI::Range(1, 1000));
   app.add_flag("-q,--quiet", quiet, "Print no report (the run is still saved)");
-  app.add_flag("--force", force, "Reuse a run directory that already holds a run");
+  app.add_flag("--force", force,
+               "Reuse a run directory that already holds a run; overwrite the --html file");
   cli::AddViewOptions(app, v, false);
   if (dd == args.end()) app.prefix_command();
   if (auto rc = cli::Parse(app, opts)) return *rc;
@@ -224,6 +226,16 @@ int CmdRun(const std::vector<std::string>& args) {
                "--format must be table|csv|json|md, --by kernel|op|range-path|stream|device and "
                "--sort gpu|calls|cpu|name");
     return kExitUsage;
+  }
+  v.force = force;
+  if (!v.html.empty()) {
+    // The HTML file's place is checked before the program runs (and again when it is written).
+    try {
+      OutputFile probe(v.html, force);
+    } catch (const InputError& e) {
+      cli::Error("run", e.what());
+      return kExitUsage;
+    }
   }
   const std::string agent = FindAgent();
   if (agent.empty()) {

@@ -143,39 +143,7 @@ ordered_json HintJson(const Hint& h) {
 
 // ---- Table ----------------------------------------------------------------------------------
 void Totals(std::ostream& out, const RunSummary& s, const char* indent) {
-  auto line = [&](const std::string& k, const std::string& v) {
-    out << indent << Pad(k, 22) << v << "\n";
-  };
-  line("wall time", FormatDuration(s.wall_ns));
-  line("GPU busy", fmt::format("{} ({:.1f}% of wall; idle {})", FormatDuration(s.gpu_busy_ns),
-                               s.utilisation * 100, FormatDuration(s.gpu_idle_ns)));
-  line("kernels", fmt::format("{} ({} in kernels; {} launch calls, {:.0f}/s)", s.kernels,
-                              FormatDuration(s.kernel_ns), s.launches, s.launch_rate_per_s));
-  std::string copies = fmt::format("{} ({})", s.memcpys, FormatDuration(s.memcpy_ns));
-  for (int i = 1; i < 6; ++i)
-    if (s.memcpy_count[i])
-      copies += fmt::format("; {} {} x, {}", kCopyNames[i], s.memcpy_count[i],
-                            FormatBytes(s.memcpy_bytes[i]));
-  if (s.memcpy_count[0])
-    copies += fmt::format("; other {} x, {}", s.memcpy_count[0], FormatBytes(s.memcpy_bytes[0]));
-  line("memcpy", copies);
-  line("memset", fmt::format("{} ({})", s.memsets, FormatBytes(s.memset_bytes)));
-  line("synchronization", fmt::format("{} calls, {} blocked", s.syncs, FormatDuration(s.sync_ns)));
-  line("CUDA API", fmt::format("{} calls, {}", s.api_calls, FormatDuration(s.api_ns)));
-  line("copy/compute overlap", FormatDuration(s.copy_compute_overlap_ns));
-  line("peak device memory",
-       s.allocs ? FormatBytes(static_cast<uint64_t>(std::max<int64_t>(0, s.peak_memory_bytes))) +
-                      fmt::format(" ({} allocs, {} frees)", s.allocs, s.frees)
-                : std::string("not recorded"));
-  line("NVTX ranges", std::to_string(s.nvtx_ranges));
-  std::string loss =
-      fmt::format("{} dropped, {} without timestamps", s.dropped_records, s.missing_timestamps);
-  if (s.dropped_records || s.missing_timestamps) loss += "  << the profile is incomplete";
-  line("profiler data loss", loss);
-  if (s.incomplete_processes)
-    line("incomplete", fmt::format("{} of {} processes ended without closing their file "
-                                   "(crash or kill): partial results",
-                                   s.incomplete_processes, s.processes));
+  for (const auto& [k, v] : TotalsLines(s)) out << indent << Pad(k, 22) << v << "\n";
 }
 
 void KernelTable(std::ostream& out, const std::vector<KernelRow>& rows, size_t top,
@@ -381,6 +349,42 @@ void WriteMarkdown(std::ostream& out, const Analysis& a, const std::vector<Hint>
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> TotalsLines(const RunSummary& s) {
+  std::vector<std::pair<std::string, std::string>> lines;
+  auto line = [&](const std::string& k, const std::string& v) { lines.emplace_back(k, v); };
+  line("wall time", FormatDuration(s.wall_ns));
+  line("GPU busy", fmt::format("{} ({:.1f}% of wall; idle {})", FormatDuration(s.gpu_busy_ns),
+                               s.utilisation * 100, FormatDuration(s.gpu_idle_ns)));
+  line("kernels", fmt::format("{} ({} in kernels; {} launch calls, {:.0f}/s)", s.kernels,
+                              FormatDuration(s.kernel_ns), s.launches, s.launch_rate_per_s));
+  std::string copies = fmt::format("{} ({})", s.memcpys, FormatDuration(s.memcpy_ns));
+  for (int i = 1; i < 6; ++i)
+    if (s.memcpy_count[i])
+      copies += fmt::format("; {} {} x, {}", kCopyNames[i], s.memcpy_count[i],
+                            FormatBytes(s.memcpy_bytes[i]));
+  if (s.memcpy_count[0])
+    copies += fmt::format("; other {} x, {}", s.memcpy_count[0], FormatBytes(s.memcpy_bytes[0]));
+  line("memcpy", copies);
+  line("memset", fmt::format("{} ({})", s.memsets, FormatBytes(s.memset_bytes)));
+  line("synchronization", fmt::format("{} calls, {} blocked", s.syncs, FormatDuration(s.sync_ns)));
+  line("CUDA API", fmt::format("{} calls, {}", s.api_calls, FormatDuration(s.api_ns)));
+  line("copy/compute overlap", FormatDuration(s.copy_compute_overlap_ns));
+  line("peak device memory",
+       s.allocs ? FormatBytes(static_cast<uint64_t>(std::max<int64_t>(0, s.peak_memory_bytes))) +
+                      fmt::format(" ({} allocs, {} frees)", s.allocs, s.frees)
+                : std::string("not recorded"));
+  line("NVTX ranges", std::to_string(s.nvtx_ranges));
+  std::string loss =
+      fmt::format("{} dropped, {} without timestamps", s.dropped_records, s.missing_timestamps);
+  if (s.dropped_records || s.missing_timestamps) loss += "  << the profile is incomplete";
+  line("profiler data loss", loss);
+  if (s.incomplete_processes)
+    line("incomplete", fmt::format("{} of {} processes ended without closing their file "
+                                   "(crash or kill): partial results",
+                                   s.incomplete_processes, s.processes));
+  return lines;
+}
 
 std::optional<Format> ParseFormat(const std::string& s) {
   if (s == "table") return Format::Table;

@@ -1,0 +1,361 @@
+// kprof HTML report: builds the page from the JSON data document (#kprof-data). Data reaches the
+// page only through textContent, createTextNode and canvas fillText, never through innerHTML.
+'use strict';
+
+(function () {
+  var doc = document, fmt = kprofFmt;
+
+  function el(tag, cls, text) {
+    var e = doc.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function panel(id, title) {
+    var s = el('section', 'panel');
+    s.id = id;
+    s.appendChild(el('h2', null, title));
+    doc.getElementById('app').appendChild(s);
+    var a = el('a', null, title);
+    a.href = '#' + id;
+    doc.getElementById('nav').appendChild(a);
+    return s;
+  }
+
+  // ---- Tables: sortable by a click on a header, filtered by a text box ----------------------
+
+  function cellText(type, v) {
+    switch (type) {
+      case 'int': return fmt.int(v);
+      case 'dur': return fmt.dur(v);
+      case 'bytes': return fmt.bytes(v);
+      case 'sbytes': return (v > 0 ? '+' : '') + fmt.bytes(v);
+      case 'pct': return fmt.pct(v);
+      case 'p': return v === null ? '-' : v < 0.001 ? '<0.001' : v.toFixed(3);
+      case 'pair': return v[0];
+      default: return v === null || v === undefined ? '' : String(v);
+    }
+  }
+  function sortKey(type, v) {
+    if (type === 'pair') return v[1] === null ? -Infinity : v[1];
+    if (type === 'text' || type === 'verdict') return String(v).toLowerCase();
+    return v === null || v === undefined ? -Infinity : v;
+  }
+
+  function Table(root, spec) {
+    this.spec = spec;
+    this.sortCol = -1;
+    this.desc = true;
+    this.filter = '';
+    var self = this, bar = el('div', 'toolbar');
+    this.input = el('input');
+    this.input.type = 'search';
+    this.input.placeholder = 'filter ' + spec.title.toLowerCase() + '\u2026';
+    this.input.className = 'table-filter';
+    this.input.setAttribute('data-table', spec.id);
+    this.input.addEventListener('input', function () { self.filter = self.input.value.toLowerCase(); self.render(); });
+    bar.appendChild(this.input);
+    this.count = el('span', 'note');
+    bar.appendChild(this.count);
+    root.appendChild(bar);
+    if (spec.shown < spec.total)
+      root.appendChild(el('p', 'note', 'This view has ' + fmt.int(spec.total) + ' rows: the top ' +
+        fmt.int(spec.shown) + ' by GPU time are in the page (kprof report --format csv has all of them).'));
+    var wrap = el('div', 'table-wrap'), table = el('table');
+    table.id = 'table-' + spec.id;
+    table.className = 'kprof-table';
+    var head = el('thead'), tr = el('tr');
+    this.ths = spec.columns.map(function (c, i) {
+      var th = el('th', c.type === 'text' || c.type === 'verdict' ? 'text' : null, c.label);
+      th.title = 'sort by ' + c.label;
+      th.addEventListener('click', function () { self.sort(i); });
+      tr.appendChild(th);
+      return th;
+    });
+    head.appendChild(tr);
+    table.appendChild(head);
+    this.body = el('tbody');
+    table.appendChild(this.body);
+    wrap.appendChild(table);
+    root.appendChild(wrap);
+    this.rows = spec.rows.slice();
+    this.render();
+  }
+  Table.prototype.sort = function (i) {
+    var type = this.spec.columns[i].type;
+    if (this.sortCol === i) this.desc = !this.desc;
+    else this.desc = !(type === 'text' || type === 'verdict');
+    this.sortCol = i;
+    var dir = this.desc ? -1 : 1;
+    this.rows.sort(function (a, b) {
+      var x = sortKey(type, a[i]), y = sortKey(type, b[i]);
+      return x < y ? -dir : x > y ? dir : 0;
+    });
+    var self = this;
+    this.ths.forEach(function (th, j) {
+      th.classList.toggle('sorted-asc', j === i && !self.desc);
+      th.classList.toggle('sorted-desc', j === i && self.desc);
+    });
+    this.render();
+  };
+  Table.prototype.render = function () {
+    var cols = this.spec.columns, f = this.filter, body = this.body, shown = 0;
+    var frag = doc.createDocumentFragment();
+    for (var r = 0; r < this.rows.length; r++) {
+      var row = this.rows[r];
+      if (f) {
+        var hit = false;
+        for (var c = 0; c < cols.length && !hit; c++)
+          if (cols[c].type === 'text' && String(row[c]).toLowerCase().indexOf(f) >= 0) hit = true;
+        if (!hit) continue;
+      }
+      var tr = el('tr');
+      for (var k = 0; k < cols.length; k++) {
+        var type = cols[k].type, td = el('td', type === 'text' ? 'text' : null, cellText(type, row[k]));
+        if (type === 'verdict') td.className = 'v-' + row[k];
+        if (type === 'text') td.title = String(row[k]).slice(0, 2000);
+        tr.appendChild(td);
+      }
+      frag.appendChild(tr);
+      shown++;
+    }
+    while (body.firstChild) body.removeChild(body.firstChild);
+    body.appendChild(frag);
+    this.count.textContent = shown + ' of ' + this.rows.length + ' rows';
+  };
+
+  function tabbedTables(root, tables) {
+    var tabs = el('div', 'tabs'), holder = el('div'), buttons = [];
+    root.appendChild(tabs);
+    root.appendChild(holder);
+    function show(i) {
+      buttons.forEach(function (b, j) { b.classList.toggle('on', i === j); });
+      while (holder.firstChild) holder.removeChild(holder.firstChild);
+      var t = tables[i];
+      if (t.unavailable) holder.appendChild(el('p', 'empty', t.unavailable));
+      else new Table(holder, t);
+    }
+    tables.forEach(function (t, i) {
+      var b = el('button', null, t.title + (t.unavailable ? '' : ' (' + fmt.int(t.total) + ')'));
+      b.id = 'tab-' + t.id;
+      b.addEventListener('click', function () { show(i); });
+      tabs.appendChild(b);
+      buttons.push(b);
+    });
+    show(0);
+  }
+
+  // ---- Charts --------------------------------------------------------------------------------
+
+  var SERIES = ['#2f6fd0', '#e15759', '#59a14f', '#f28e2b', '#b07aa1', '#76b7b2', '#9c755f', '#edc948'];
+
+  function chartCanvas(root, id, title) {
+    var box = el('div', 'chart');
+    box.appendChild(el('h3', null, title));
+    var c = el('canvas');
+    c.id = id;
+    box.appendChild(c);
+    var legend = el('div', 'legend');
+    box.appendChild(legend);
+    root.appendChild(box);
+    return { canvas: c, legend: legend };
+  }
+
+  // Draws series of (x, y) points; step: hold each value until the next point.
+  function drawChart(c, span, ymax, yfmt, series, step, empty) {
+    var dpr = window.devicePixelRatio || 1, W = c.canvas.clientWidth || 600, H = 220;
+    c.canvas.width = Math.round(W * dpr);
+    c.canvas.height = Math.round(H * dpr);
+    var ctx = c.canvas.getContext('2d');
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    var L = 78, R = 12, T = 10, B = 26, pw = W - L - R, ph = H - T - B;
+    ctx.fillStyle = '#fff';
+    ctx.fillRect(0, 0, W, H);
+    ctx.font = '11px system-ui, sans-serif';
+    ctx.textBaseline = 'middle';
+    ctx.strokeStyle = '#e3e7ee';
+    ctx.fillStyle = '#5b6576';
+    for (var g = 0; g <= 4 && series.length; g++) {
+      var gy = T + ph - g / 4 * ph;
+      ctx.beginPath(); ctx.moveTo(L, gy + 0.5); ctx.lineTo(L + pw, gy + 0.5); ctx.stroke();
+      ctx.textAlign = 'right';
+      ctx.fillText(yfmt(ymax * g / 4), L - 6, gy);
+    }
+    for (var xt = 0; xt <= 4; xt++) {
+      ctx.textAlign = xt === 0 ? 'left' : xt === 4 ? 'right' : 'center';
+      ctx.fillText(fmt.dur(span * xt / 4), L + pw * xt / 4, H - B / 2 + 2);
+    }
+    ctx.textAlign = 'left';
+    if (!series.length) {
+      ctx.fillStyle = '#5b6576';
+      ctx.font = 'italic 13px system-ui, sans-serif';
+      ctx.fillText(empty, L + 12, T + ph / 2);
+      c.canvas.setAttribute('data-series', '0');
+      return;
+    }
+    series.forEach(function (s, i) {
+      var color = SERIES[i % SERIES.length];
+      ctx.strokeStyle = color;
+      ctx.fillStyle = color + '33';
+      ctx.lineWidth = 1.5;
+      ctx.beginPath();
+      ctx.moveTo(L, T + ph);
+      var lastY = T + ph;
+      for (var k = 0; k < s.x.length; k++) {
+        var x = L + s.x[k] / span * pw, y = T + ph - Math.min(1, s.y[k] / ymax) * ph;
+        if (step) ctx.lineTo(x, lastY);
+        ctx.lineTo(x, y);
+        lastY = y;
+      }
+      if (step) ctx.lineTo(L + pw, lastY);
+      ctx.stroke();
+      ctx.lineTo(step ? L + pw : L + s.x[s.x.length - 1] / span * pw, T + ph);
+      ctx.closePath();
+      ctx.fill();
+      var item = el('span', null, s.label);
+      item.style.setProperty('--c', color);
+      c.legend.appendChild(item);
+    });
+    c.canvas.setAttribute('data-series', String(series.length));
+  }
+
+  function charts(root, data) {
+    var tl = data.timeline, grid = el('div', 'charts');
+    root.appendChild(grid);
+    var u = chartCanvas(grid, 'util-canvas', 'GPU utilisation (busy fraction per ' + fmt.dur(data.util.bin_ns) + ')');
+    var m = chartCanvas(grid, 'memory-canvas', 'Device memory in use');
+    var useries = data.util.devices.map(function (d) {
+      var x = [], y = [];
+      d.busy.forEach(function (b, i) { x.push((i + 0.5) * data.util.bin_ns); y.push(b / data.util.bin_ns); });
+      return { label: d.label, x: x, y: y };
+    });
+    var peak = 0;
+    var mseries = data.memory.devices.map(function (d) {
+      d.b.forEach(function (b) { if (b > peak) peak = b; });
+      return { label: d.label + (d.reduced ? ' (bin maxima)' : ''), x: d.t, y: d.b };
+    });
+    function draw() {
+      u.legend.textContent = '';
+      m.legend.textContent = '';
+      drawChart(u, tl.span_ns, 1, function (v) { return Math.round(v * 100) + '%'; }, useries, false, 'no GPU activity recorded');
+      drawChart(m, tl.span_ns, Math.max(1, peak * 1.1), fmt.bytes, mseries, true, 'no device allocation recorded');
+    }
+    draw();
+    window.addEventListener('resize', draw);
+  }
+
+  // ---- The report page ----------------------------------------------------------------------
+
+  function hints(root, list) {
+    if (!list.length) { root.appendChild(el('p', 'empty', 'No hint: no rule found a bottleneck in this run.')); return; }
+    list.forEach(function (h) {
+      var box = el('div', 'hint ' + h.severity);
+      box.setAttribute('data-hint-id', h.id);
+      var head = el('div', 'head');
+      head.appendChild(el('span', 'sev', h.severity));
+      head.appendChild(el('span', 'title', h.summary));
+      head.appendChild(el('span', 'id', h.id));
+      if (h.est_saving_ns > 0)
+        head.appendChild(el('span', 'saving', 'saves up to ' + fmt.dur(h.est_saving_ns) + ' (' + h.est_saving_pct.toFixed(1) + '% of the run)'));
+      box.appendChild(head);
+      if (h.evidence.length) {
+        var ul = el('ul');
+        h.evidence.forEach(function (e) { ul.appendChild(el('li', null, e)); });
+        box.appendChild(ul);
+      }
+      if (h.assumption) box.appendChild(el('p', 'note', 'Estimate: ' + h.assumption));
+      [['CUDA', h.fix_cuda], ['PyTorch', h.fix_pytorch]].forEach(function (f) {
+        if (!f[1]) return;
+        var p = el('p', 'fix');
+        p.appendChild(el('b', null, 'Fix (' + f[0] + '): '));
+        p.appendChild(doc.createTextNode(f[1]));
+        box.appendChild(p);
+      });
+      root.appendChild(box);
+    });
+  }
+
+  function summary(root, run) {
+    var grid = el('div', 'totals');
+    grid.id = 'totals';
+    run.totals.forEach(function (kv) { grid.appendChild(el('div', 'k', kv[0])); grid.appendChild(el('div', 'v', kv[1])); });
+    root.appendChild(grid);
+    var devs = run.devices.map(function (d) {
+      return 'dev ' + d.id + ' ' + d.name + ' (' + d.sm_count + ' SMs, ' + fmt.bytes(d.memory_bytes) + ', cc ' + d.compute_capability + ')';
+    });
+    if (devs.length) root.appendChild(el('p', 'note', 'Devices: ' + devs.join('; ')));
+    var procs = run.process_list.map(function (p) {
+      return (p.rank >= 0 ? 'rank ' + p.rank + ' ' : '') + 'pid ' + p.pid + ' ' + p.source + (p.complete ? '' : ' (incomplete)');
+    });
+    if (procs.length) root.appendChild(el('p', 'note', 'Processes: ' + procs.join('; ')));
+  }
+
+  function timelineNote(root, data) {
+    var tl = data.timeline, k = 0, ks = 0, a = 0, as = 0, r = 0, rs = 0;
+    tl.gpu.forEach(function (t) { k += t.kernels; ks += t.kernels_shown; a += t.total; as += t.shown; });
+    tl.cpu.forEach(function (t) { r += t.total; rs += t.shown; });
+    var p = el('p', 'note');
+    p.id = 'timeline-limits';
+    var text = 'Showing ' + fmt.int(ks) + ' of ' + fmt.int(k) + ' kernels individually (' + fmt.int(as) + ' of ' +
+      fmt.int(a) + ' GPU activities) and ' + fmt.int(rs) + ' of ' + fmt.int(r) + ' NVTX ranges';
+    if (as < a || rs < r)
+      text += '; the rest as busy density per ' + fmt.dur(tl.bin_ns) + ' bin (the page draws at most ' +
+        fmt.int(tl.max_slices) + ' GPU activities and ' + fmt.int(tl.max_ranges) + ' ranges in full: the longest ones).';
+    else
+      text += ' (limits: ' + fmt.int(tl.max_slices) + ' GPU activities, ' + fmt.int(tl.max_ranges) + ' ranges in full detail).';
+    p.textContent = text;
+    root.appendChild(p);
+    if (!a && !r) root.appendChild(el('p', 'empty', 'No GPU activity or NVTX range recorded.'));
+  }
+
+  function reportPage(data) {
+    hints(panel('hints', 'Hints (' + data.hints.length + ')'), data.hints);
+    summary(panel('summary', 'Run summary'), data.run);
+    var tlp = panel('timeline', 'Timeline');
+    timelineNote(tlp, data);
+    window.kprofTimeline = KprofTimeline.create(tlp, data);
+    charts(panel('charts', 'Utilisation and memory'), data);
+    tabbedTables(panel('tables', 'Tables'), data.tables);
+  }
+
+  // ---- The diff page -------------------------------------------------------------------------
+
+  function diffPage(data) {
+    var v = panel('verdict', 'Verdict');
+    var head = el('p', 'verdict ' + data.result, data.result === 'regression' ? 'REGRESSION' : 'pass');
+    head.id = 'diff-result';
+    v.appendChild(head);
+    var c = data.counts, parts = [];
+    ['regression', 'improvement', 'changed', 'added', 'removed'].forEach(function (k) { if (c[k]) parts.push(c[k] + ' ' + k); });
+    v.appendChild(el('p', null, parts.length ? parts.join(', ') : 'no change'));
+    v.appendChild(el('p', 'note', data.mode_note));
+    v.appendChild(el('p', 'note', 'Base (' + data.base_runs + ' runs): ' + data.base.join(', ')));
+    v.appendChild(el('p', 'note', 'New (' + data.new_runs + ' runs): ' + data.new.join(', ')));
+    data.warnings.forEach(function (w) { v.appendChild(el('p', 'note', 'warning: ' + w)); });
+    data.tables.forEach(function (t) {
+      var p = panel('diff-' + t.id, t.title + ' (' + t.total + ')');
+      new Table(p, t);
+    });
+    var h = panel('diff-hints', 'Hints that changed (' + data.hints.length + ')');
+    if (!data.hints.length) h.appendChild(el('p', 'empty', 'The same hints on both sides.'));
+    data.hints.forEach(function (x) {
+      var box = el('div', 'hint ' + x.severity);
+      box.setAttribute('data-hint-id', x.id);
+      var hd = el('div', 'head');
+      hd.appendChild(el('span', 'sev', x.change));
+      hd.appendChild(el('span', 'title', x.summary));
+      hd.appendChild(el('span', 'id', x.id + ' (' + x.severity + ')'));
+      box.appendChild(hd);
+      h.appendChild(box);
+    });
+  }
+
+  var data = JSON.parse(doc.getElementById('kprof-data').textContent);
+  if (data.title) doc.title = data.title;
+  if (data.kind === 'diff') diffPage(data);
+  else reportPage(data);
+  doc.getElementById('footer').textContent = 'Written by ' + data.generator +
+    '. This page is self-contained: it loads nothing from the network.';
+  doc.body.setAttribute('data-ready-ms', performance.now().toFixed(1));
+  doc.body.setAttribute('data-kprof-ready', '1');
+})();
