@@ -7,7 +7,7 @@
 set -uo pipefail
 OUT=${1:?usage: scripts/gpu_session.sh OUT [BUILD_DIR] [STEPS]}
 BUILD=${2:-build}
-STEPS=${3:-"tests fixtures diff bench nsys demo"}  # also: default, experiments
+STEPS=${3:-"tests fixtures diff bench nsys demo"}  # also: default, outputs, experiments
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -95,6 +95,56 @@ if step demo; then
     echo "exit=$?"
   } > "$OUT/demo.log" 2>&1
   grep -E "^(==|exit=)" "$OUT/demo.log" >> "$OUT/summary.txt"
+fi
+
+if step outputs; then
+  # HTML report and SQLite export of real runs (issue 9): a 1M-kernel run and the PyTorch
+  # default run; times of `report --html` and `export --sqlite` (3 each); the nsys-schema kernel
+  # query on kprof's export; and, if this nsys can export, the same query on nsys's own export of
+  # the same program.
+  O=/tmp/kprof-outputs
+  rm -rf "$O"; mkdir -p "$O"
+  TIMEFORMAT="%R"
+  {
+    echo "== kprof run --html -- kernel_storm 1000000"
+    "$BUILD/kprof" run --quiet -o "$O/storm" --html "$O/storm.html" -- "$BUILD/kernels/kernel_storm" 1000000
+    echo "exit=$?"
+    ls -l "$O/storm" "$O/storm.html"
+    for i in 1 2 3; do
+      echo "report_html_s $i $( { time "$BUILD/kprof" report "$O/storm" --html "$O/storm.html" --force >/dev/null 2>&1; } 2>&1 )"
+      rm -f "$O/storm.sqlite"
+      echo "export_sqlite_s $i $( { time "$BUILD/kprof" export "$O/storm" --sqlite "$O/storm.sqlite" >/dev/null 2>&1; } 2>&1 )"
+    done
+    ls -l "$O/storm.sqlite"
+    echo "== kprof run --html -- python3 examples/train_mlp.py"
+    "$BUILD/kprof" run --quiet -o "$O/train" --html "$O/train.html" -- python3 examples/train_mlp.py
+    echo "exit=$?"
+    "$BUILD/kprof" export "$O/train" --sqlite "$O/train.sqlite"; echo "exit=$?"
+    for db in "$O/storm.sqlite" "$O/train.sqlite"; do
+      python3 scripts/nsys_kernel_summary.py "$db" > "$db.kernels.txt"; echo "query $db exit=$?"
+      head -n 5 "$db.kernels.txt"
+    done
+    NSYS=$(ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -n 1)
+    if [ -n "$NSYS" ]; then
+      echo "== nsys profile + export of kernel_storm 10000 (the same query on nsys's own export)"
+      timeout 120 "$NSYS" profile -t cuda,nvtx --sample=none --cpuctxsw=none -o "$O/nsys-storm" -f true \
+        "$BUILD/kernels/kernel_storm" 10000 > "$O/nsys.log" 2>&1; echo "nsys profile exit=$?"
+      timeout 120 "$NSYS" export --type sqlite -o "$O/nsys-storm.sqlite" -f true "$O/nsys-storm.nsys-rep" \
+        >> "$O/nsys.log" 2>&1; echo "nsys export exit=$?"
+      tail -n 5 "$O/nsys.log"
+      if [ -s "$O/nsys-storm.sqlite" ]; then
+        python3 scripts/nsys_kernel_summary.py "$O/nsys-storm.sqlite"; echo "nsys query exit=$?"
+        "$BUILD/kprof" run --quiet -o "$O/storm10k" -- "$BUILD/kernels/kernel_storm" 10000
+        "$BUILD/kprof" export "$O/storm10k" --sqlite "$O/storm10k.sqlite"
+        python3 scripts/nsys_kernel_summary.py "$O/storm10k.sqlite"; echo "kprof query exit=$?"
+        python3 scripts/nsys_kernel_summary.py --schema "$O/nsys-storm.sqlite" > "$OUT/nsys_schema.txt"
+      fi
+    fi
+  } > "$OUT/outputs.log" 2>&1
+  gzip -c "$O/storm.html" > "$OUT/storm1m.html.gz"
+  cp "$O/train.html" "$OUT/train.html"
+  gzip -c "$O/train.sqlite" > "$OUT/train.sqlite.gz"
+  grep -E "^(==|exit=|report_html_s|export_sqlite_s|query|nsys)" "$OUT/outputs.log" >> "$OUT/summary.txt"
 fi
 
 if step experiments; then

@@ -22,7 +22,10 @@
 #include "gtest/gtest.h"
 #include "kprof/analysis.h"
 #include "kprof/hints.h"
+#include "kprof/html.h"
 #include "kprof/trace.h"
+#include "nlohmann/json.hpp"
+#include "sqlite3.h"
 #include "workload_checks.h"
 
 namespace fs = std::filesystem;
@@ -377,4 +380,53 @@ TEST(Gpu, ForkedChildLeavesTheParentsRecordingAlone) {
   ExpectClean(t);
   EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "parent_kernel"), 200u);
   EXPECT_EQ(t.meta.at("exit_reason"), "exit");
+}
+
+// Issue 9 on a real run: `kprof run --html` of 300,000 kernels (past the page's 200,000 limit:
+// the rest go to density bins), then `kprof export --sqlite` and the nsys kernel-summary query.
+TEST(Gpu, HtmlReportAndSqliteExportOfARealRun) {
+  REQUIRE_GPU();
+  const std::string dir = FreshDir("outputs");
+  const std::string html = dir + ".html", db = dir + ".sqlite";
+  fs::remove(html);
+  fs::remove(db);
+  Result r = Exec({Bin("kprof"), "run", "-o", dir, "--quiet", "--html", html, "--",
+                   Bin("kernels/kernel_storm"), "300000"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::ifstream f(html);
+  std::stringstream page;
+  page << f.rdbuf();
+  const auto doc = nlohmann::json::parse(HtmlPageData(page.str()));
+  uint64_t kernels = 0, shown = 0, binned = 0;
+  for (const auto& t : doc["timeline"]["gpu"]) {
+    kernels += t["kernels"].get<uint64_t>();
+    shown += t["shown"].get<uint64_t>();
+    if (!t["bins"].is_null()) {
+      for (const auto& n : t["bins"]["count"]) binned += n.get<uint64_t>();
+    }
+  }
+  EXPECT_EQ(kernels, 300000u);
+  EXPECT_EQ(shown, 200000u);
+  EXPECT_EQ(shown + binned, 300000u);
+
+  r = Exec({Bin("kprof"), "export", dir, "--sqlite", db});
+  ASSERT_EQ(r.status, 0) << r.out;
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(h,
+                               "SELECT s.value, COUNT(*), SUM(k.end - k.start) FROM "
+                               "CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = "
+                               "k.demangledName GROUP BY s.value",
+                               -1, &st, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  const std::string name = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  EXPECT_NE(name.find("tiny_kernel"), std::string::npos) << name;
+  EXPECT_EQ(sqlite3_column_int64(st, 1), 300000);
+  const Analysis a = Analyze(BuildTimeline(ReadInputs({dir})));
+  EXPECT_EQ(static_cast<uint64_t>(sqlite3_column_int64(st, 2)), a.summary.kernel_ns);
+  EXPECT_EQ(sqlite3_step(st), SQLITE_DONE);
+  sqlite3_finalize(st);
+  sqlite3_close(h);
 }
