@@ -91,7 +91,9 @@ void Present(const Run& run, const ViewOptions& v, const std::string& saved_to) 
   ro.format = *fmt;
   ro.top = v.top;
   ro.saved_to = saved_to;
-  if (!v.output.empty()) {
+  if (v.quiet) {
+    // Nothing printed; the files asked for below are still written.
+  } else if (!v.output.empty()) {
     std::ofstream f(v.output);
     if (!f) throw InputError(v.output + ": cannot create");
     WriteReport(f, run, an, hints, ro);

@@ -19,6 +19,7 @@ struct ViewOptions {
   std::string html;    ///< write the HTML report here too
   bool force = false;  ///< overwrite an existing --html file
   bool no_hints = false;
+  bool quiet = false;  ///< kprof run --quiet: no report printed; --trace and --html still written
 };
 
 /// Adds --by, --format, --top, --sort, --filter, --trace, --html, --no-hints (and -o and --force

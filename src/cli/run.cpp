@@ -298,7 +298,7 @@ int CmdRun(const std::vector<std::string>& args) {
       std::fprintf(stderr, "kprof run: nothing recorded: %s\n", WhyNothing(agent, dir).c_str());
       continue;
     }
-    if (quiet && rep < repeat) continue;
+    if (quiet && rep < repeat) continue;  // only the last repetition is read back
     try {
       Run run = ReadInputs({dir});
       size_t records = 0;
@@ -322,7 +322,10 @@ int CmdRun(const std::vector<std::string>& args) {
       if (gpu == 0 && displaced.empty())
         std::fprintf(stderr, "kprof run: no GPU activity recorded (%zu records in %zu files)\n",
                      records, run.processes.size());
-      if (!quiet && rep == repeat) cli::Present(run, v, dir);
+      // --quiet prints no report, but the --trace and --html files asked for are written.
+      v.quiet = quiet;
+      const bool outputs = !v.trace.empty() || !v.html.empty();
+      if ((!quiet || outputs) && rep == repeat) cli::Present(run, v, dir);
     } catch (const InputError& e) {
       cli::Error("run", e.what());
     }
