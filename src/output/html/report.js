@@ -238,7 +238,10 @@
       u.legend.textContent = '';
       m.legend.textContent = '';
       drawChart(u, tl.span_ns, 1, function (v) { return Math.round(v * 100) + '%'; }, useries, false, 'no GPU activity recorded');
-      drawChart(m, tl.span_ns, Math.max(1, peak * 1.1), fmt.bytes, mseries, true, 'no device allocation recorded');
+      // The memory axis: four steps of a power of two (0, 128, 256, 384, 512 MiB; 0, 2, 4, 6,
+      // 8 B), so that every label is exact and the peak sits below the top.
+      var mstep = Math.pow(2, Math.max(0, Math.ceil(Math.log2(Math.max(1, peak * 1.05) / 4))));
+      drawChart(m, tl.span_ns, 4 * mstep, fmt.bytes, mseries, true, 'no device allocation recorded');
     }
     draw();
     window.addEventListener('resize', draw);

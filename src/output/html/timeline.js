@@ -16,7 +16,7 @@ var kprofFmt = (function () {
   function bytes(b) {
     if (b === null || b === undefined || !isFinite(b)) return '-';
     var a = Math.abs(b), sign = b < 0 ? '-' : '';
-    if (a < 1024) return sign + a + ' B';
+    if (a < 1024) return sign + Math.round(a) + ' B';
     var units = ['KiB', 'MiB', 'GiB', 'TiB'], v = a / 1024, i = 0;
     while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
     return sign + fixed(v, 1) + ' ' + units[i];
