@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -15,17 +16,36 @@
 
 namespace kprof::detail {
 
+/// A kernel launch configuration: grid a,b,c, block d,e, shared memory f (Record fields).
+using LaunchConfig = std::array<uint32_t, 6>;
+struct LaunchConfigHash {
+  size_t operator()(const LaunchConfig& c) const {
+    uint64_t h = 0x9E3779B97F4A7C15ULL;
+    for (uint32_t v : c) h = (h ^ v) * 0x100000001B3ULL;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
+
 /// Accumulates kernels of one name.
 struct KernelAcc {
   std::vector<uint64_t> durations;
   UnionAcc busy;  ///< projected time (filled in the time-ordered pass)
-  std::map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>, uint64_t>
-      configs;  // (grid a,b,c, block d,e, smem f) -> launches
+  /// Launches per configuration. Hashed: a kernel launched with thousands of grid sizes costs
+  /// O(1) a launch (a tree was the top of the profile on such runs, docs/benchmarks.md).
+  std::unordered_map<LaunchConfig, uint64_t, LaunchConfigHash> configs;
+  LaunchConfig last{};  ///< a run of launches of one configuration, not yet in `configs`
+  uint64_t last_count = 0;
   uint64_t max_blocks = 0;
 
   void Add(const Record& r) {
     durations.push_back(r.DurationNs());
-    ++configs[{r.a, r.b, r.c, r.d, r.e, r.f}];
+    const LaunchConfig c{r.a, r.b, r.c, r.d, r.e, r.f};
+    if (c != last) {  // runs of one configuration skip the lookup
+      if (last_count) configs[last] += last_count;
+      last = c;
+      last_count = 0;
+    }
+    ++last_count;
     max_blocks = std::max<uint64_t>(max_blocks, uint64_t{r.a} * r.b * r.c);
   }
   KernelRow Row(const std::string& name, uint64_t busy_ns) {
@@ -33,11 +53,21 @@ struct KernelAcc {
     k.name = name;
     k.stat = MakeStat(durations);
     k.share = busy_ns ? static_cast<double>(k.stat.total_ns) / static_cast<double>(busy_ns) : 0;
-    auto best = std::max_element(configs.begin(), configs.end(),
-                                 [](const auto& x, const auto& y) { return x.second < y.second; });
+    if (last_count) configs[last] += last_count;
+    last_count = 0;
+    // The most frequent configuration; on a tie the smallest one, whatever the hash order.
+    auto best = std::max_element(configs.begin(), configs.end(), [](const auto& x, const auto& y) {
+      return x.second != y.second ? x.second < y.second : y.first < x.first;
+    });
     if (best != configs.end()) {
       Record r;
-      std::tie(r.a, r.b, r.c, r.d, r.e, r.f) = best->first;
+      const LaunchConfig& c = best->first;
+      r.a = c[0];
+      r.b = c[1];
+      r.c = c[2];
+      r.d = c[3];
+      r.e = c[4];
+      r.f = c[5];
       k.grid = KernelGrid(r);
       k.block = KernelBlock(r);
       k.registers = KernelRegisters(r);
