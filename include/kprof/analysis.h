@@ -143,7 +143,8 @@ struct AnalysisOptions {
       filter;      ///< ECMAScript regex on row keys (kernel names in the kernel view); empty = all
   size_t top = 0;  ///< 0 = all rows
   enum class Sort { Gpu, Calls, Cpu, Name } sort = Sort::Gpu;
-  bool timeline = false;  ///< fill Analysis::memory_timeline
+  bool timeline = false;   ///< fill Analysis::memory_timeline
+  bool all_views = false;  ///< also fill Analysis::paths, streams and devices (one pass)
 };
 
 struct Hint;  // kprof/hints.h
@@ -155,7 +156,10 @@ struct Analysis {
   std::vector<GroupRow> rows;      ///< the requested view, sorted, filtered, top-N applied
   std::vector<GroupRow> ops;       ///< the full op view (all ops, by GPU time), for diff/hints
   std::vector<KernelRow> kernels;  ///< all kernels by total GPU time (not truncated)
-  std::vector<RangeRow> ranges;    ///< NVTX ranges by name
+  /// With AnalysisOptions::all_views: the range-path, stream and device views, every row, by
+  /// GPU time, unfiltered (the HTML report's tables). Empty otherwise.
+  std::vector<GroupRow> paths, streams, devices;
+  std::vector<RangeRow> ranges;  ///< NVTX ranges by name
   std::vector<ProcessSummary> processes;
   std::vector<MemPoint> memory_timeline;
   uint64_t unattributed_gpu_ns = 0;  ///< GPU time launched outside any range ("(no range)")

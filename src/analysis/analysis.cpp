@@ -157,6 +157,8 @@ uint64_t UnionLength(std::vector<std::pair<uint64_t, uint64_t>>& intervals) {
 Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
   Analysis an;
   an.by = opts.by;
+  // The views accumulated in this pass: the requested one, or every one (all_views).
+  const auto want = [&](GroupBy by) { return opts.by == by || opts.all_views; };
   RunSummary& S = an.summary;
   std::optional<std::regex> filter;
   if (!opts.filter.empty()) {
@@ -242,7 +244,7 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
         pit =
             path_acc.emplace(std::make_pair(parent, name_id), paths.try_emplace(path).first).first;
         // Kernel rows beneath a path are shown only in the range-path view.
-        pit->second->second.with_kernels = opts.by == GroupBy::RangePath;
+        pit->second->second.with_kernels = want(GroupBy::RangePath);
       }
       path_of[i] = pit->second;
       ++path_of[i]->second.calls;
@@ -339,7 +341,7 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
         if (no_op == nullptr) {
           no_op = &ops[kNoRange];
           no_path = &paths[kNoRange];
-          no_path->with_kernels = opts.by == GroupBy::RangePath;
+          no_path->with_kernels = want(GroupBy::RangePath);
         }
         no_op->AddActivity(r, kname);
         no_path->AddActivity(r, kname);
@@ -349,8 +351,8 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
         op_of[inner]->AddActivity(r, kname);
         path_of[inner]->second.AddActivity(r, kname);
       }
-      if (opts.by == GroupBy::Stream) view_stream[StreamKey(r.device, r.tid)].AddActivity(r, kname);
-      if (opts.by == GroupBy::Device) {
+      if (want(GroupBy::Stream)) view_stream[StreamKey(r.device, r.tid)].AddActivity(r, kname);
+      if (want(GroupBy::Device)) {
         std::string key = "dev " + std::to_string(r.device);
         auto dn = p.meta.find("device." + std::to_string(r.device) + ".name");
         if (dn != p.meta.end()) key += " " + dn->second;
@@ -408,7 +410,7 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
     all.Add(s, e);
     proc_busy[proc].Add(s, e);
     stream_acc[streams.find({r.device, r.tid})->second].first.Add(s, e);
-    if (opts.by == GroupBy::Device) device_busy[r.device].Add(s, e);
+    if (want(GroupBy::Device)) device_busy[r.device].Add(s, e);
     if (r.Kind() == RecordKind::Kernel) {
       kern.Add(s, e);
       kern_or_copy.Add(s, e);
@@ -469,42 +471,53 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
   }
   SortRows(an.ops, AnalysisOptions::Sort::Gpu);
 
-  switch (opts.by) {
-    case GroupBy::Kernel:
-      for (const auto& k : an.kernels) {
-        GroupRow g;
-        g.key = k.name;
-        g.calls = k.stat.count;
-        g.kernels = k.stat.count;
-        g.gpu_ns = k.stat.total_ns;
-        g.share = k.share;
-        an.rows.push_back(g);
-      }
-      break;
-    case GroupBy::Op:
-      an.rows = an.ops;
-      break;
-    case GroupBy::RangePath:
-      for (auto& [key, acc] : paths)
-        if (acc.gpu_ns || acc.calls) an.rows.push_back(acc.Row(key, busy));
-      break;
-    case GroupBy::Stream:
-      for (auto& [key, acc] : view_stream) {
-        acc.calls = acc.kernels + acc.memcpys + acc.memsets;
-        an.rows.push_back(acc.Row(key, busy));
-      }
-      break;
-    case GroupBy::Device:
-      for (auto& [key, acc] : view_device) {
-        acc.calls = acc.kernels + acc.memcpys + acc.memsets;
-        an.rows.push_back(acc.Row(key, busy));
-      }
-      break;
-  }
-  if (opts.by == GroupBy::Kernel) {
-    for (auto& g : an.rows) {
-      auto it = kernels.find(g.key);
-      if (it != kernels.end()) g.gpu_projected_ns = it->second.busy.Total();
+  // The rows of one view, unfiltered and unsorted. Each view's accumulators are read once.
+  const auto view_rows = [&](GroupBy by) {
+    std::vector<GroupRow> rows;
+    switch (by) {
+      case GroupBy::Kernel:
+        for (const auto& k : an.kernels) {
+          GroupRow g;
+          g.key = k.name;
+          g.calls = k.stat.count;
+          g.kernels = k.stat.count;
+          g.gpu_ns = k.stat.total_ns;
+          g.share = k.share;
+          auto it = kernels.find(g.key);
+          if (it != kernels.end()) g.gpu_projected_ns = it->second.busy.Total();
+          rows.push_back(g);
+        }
+        break;
+      case GroupBy::Op:
+        rows = an.ops;
+        break;
+      case GroupBy::RangePath:
+        for (auto& [key, acc] : paths)
+          if (acc.gpu_ns || acc.calls) rows.push_back(acc.Row(key, busy));
+        break;
+      case GroupBy::Stream:
+        for (auto& [key, acc] : view_stream) {
+          acc.calls = acc.kernels + acc.memcpys + acc.memsets;
+          rows.push_back(acc.Row(key, busy));
+        }
+        break;
+      case GroupBy::Device:
+        for (auto& [key, acc] : view_device) {
+          acc.calls = acc.kernels + acc.memcpys + acc.memsets;
+          rows.push_back(acc.Row(key, busy));
+        }
+        break;
+    }
+    return rows;
+  };
+  an.rows = view_rows(opts.by);
+  if (opts.all_views) {
+    for (GroupBy by : {GroupBy::RangePath, GroupBy::Stream, GroupBy::Device}) {
+      std::vector<GroupRow> rows = by == opts.by ? an.rows : view_rows(by);
+      SortRows(rows, AnalysisOptions::Sort::Gpu);
+      (by == GroupBy::RangePath ? an.paths
+       : by == GroupBy::Stream  ? an.streams
+                                : an.devices) = std::move(rows);
     }
   }
   if (filter) {

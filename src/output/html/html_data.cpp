@@ -175,6 +175,7 @@ std::string HtmlReportData(const Timeline& timeline, const std::vector<Hint>& hi
   ao.by = GroupBy::Op;
   ao.top = 0;
   ao.timeline = true;
+  ao.all_views = true;  // every table from one pass
   const Analysis an = Analyze(timeline, ao);
   JsonWriter j;
   j.Obj().S("kind", "report").U("version", 1).S("title", opts.title);
@@ -186,18 +187,9 @@ std::string HtmlReportData(const Timeline& timeline, const std::vector<Hint>& hi
   j.Key("tables").Arr();
   html::GroupTable(j, "op", "Ops", "op", an.ops, true, opts.max_rows);
   html::KernelTable(j, an.kernels, opts.max_rows);
-  for (GroupBy by : {GroupBy::RangePath, GroupBy::Stream, GroupBy::Device}) {
-    AnalysisOptions vo;
-    vo.by = by;
-    vo.top = 0;
-    const Analysis v = Analyze(timeline, vo);
-    if (by == GroupBy::RangePath)
-      html::GroupTable(j, "range-path", "Range paths", "range path", v.rows, true, opts.max_rows);
-    else if (by == GroupBy::Stream)
-      html::GroupTable(j, "stream", "Streams", "stream", v.rows, false, opts.max_rows);
-    else
-      html::GroupTable(j, "device", "Devices", "device", v.rows, false, opts.max_rows);
-  }
+  html::GroupTable(j, "range-path", "Range paths", "range path", an.paths, true, opts.max_rows);
+  html::GroupTable(j, "stream", "Streams", "stream", an.streams, false, opts.max_rows);
+  html::GroupTable(j, "device", "Devices", "device", an.devices, false, opts.max_rows);
   html::RangeTable(j, an.ranges, opts.max_rows);
   // The module view does not exist in kprof yet: the page names it and shows nothing.
   j.Obj().S("id", "module").S("title", "Modules");

@@ -115,6 +115,50 @@ TEST_P(RecordedTimeline, Invariants) {
   }
 }
 
+// One pass with all_views gives each view exactly as a pass for that view alone does.
+TEST_P(RecordedTimeline, AllViewsInOnePassEqualEachViewAlone) {
+  const kprof::Run run = ReadInputs({GetParam()});
+  const Timeline tl = BuildTimeline(run);
+  AnalysisOptions all;
+  all.all_views = true;
+  const Analysis one = Analyze(tl, all);
+  const auto same = [](const std::vector<GroupRow>& a, const std::vector<GroupRow>& b) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].key, b[i].key);
+      EXPECT_EQ(a[i].calls, b[i].calls) << a[i].key;
+      EXPECT_EQ(a[i].gpu_ns, b[i].gpu_ns) << a[i].key;
+      EXPECT_EQ(a[i].gpu_projected_ns, b[i].gpu_projected_ns) << a[i].key;
+      EXPECT_EQ(a[i].cpu_ns, b[i].cpu_ns) << a[i].key;
+      EXPECT_EQ(a[i].kernels, b[i].kernels) << a[i].key;
+      EXPECT_EQ(a[i].bytes, b[i].bytes) << a[i].key;
+      EXPECT_EQ(a[i].mem_delta_bytes, b[i].mem_delta_bytes) << a[i].key;
+      ASSERT_EQ(a[i].kernel_rows.size(), b[i].kernel_rows.size()) << a[i].key;
+      for (size_t k = 0; k < a[i].kernel_rows.size(); ++k) {
+        EXPECT_EQ(a[i].kernel_rows[k].name, b[i].kernel_rows[k].name);
+        EXPECT_EQ(a[i].kernel_rows[k].stat.total_ns, b[i].kernel_rows[k].stat.total_ns);
+        EXPECT_EQ(a[i].kernel_rows[k].grid.x, b[i].kernel_rows[k].grid.x);
+      }
+    }
+  };
+  for (GroupBy by : {GroupBy::RangePath, GroupBy::Stream, GroupBy::Device}) {
+    AnalysisOptions alone;
+    alone.by = by;
+    const Analysis v = Analyze(tl, alone);
+    same(by == GroupBy::RangePath ? one.paths
+         : by == GroupBy::Stream  ? one.streams
+                                  : one.devices,
+         v.rows);
+    EXPECT_GT(v.rows.size(), 0u) << GroupByName(by);
+  }
+  // The requested view (op) and the shared parts are those of a plain pass.
+  const Analysis plain = Analyze(tl, {});
+  same(one.rows, plain.rows);
+  same(one.ops, plain.ops);
+  EXPECT_EQ(one.summary.gpu_busy_ns, plain.summary.gpu_busy_ns);
+  EXPECT_TRUE(plain.paths.empty() && plain.streams.empty() && plain.devices.empty());
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, RecordedTimeline, ::testing::ValuesIn(RecordedInputs()),
                          [](const ::testing::TestParamInfo<std::string>& param_info) {
                            std::string n = std::filesystem::path(param_info.param).filename();
