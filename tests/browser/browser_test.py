@@ -190,7 +190,10 @@ def timeline_checks(c, name):
     times = sorted(b.js(TIMED_ZOOM, 20))
     med, worst = times[len(times) // 2], times[-1]
     print("     %s: redraw on zoom: median %.1f ms, max %.1f ms (20 zooms)" % (name, med, worst))
-    check(worst < 100, "%s: every zoom redraw under 100 ms (max %.1f ms)" % (name, worst))
+    # Responsive: the median redraw well inside a frame budget's reach; one slow redraw (a
+    # garbage collection, a CI machine running other tests at -j2) is tolerated up to 250 ms.
+    check(med < 50 and worst < 250, "%s: zoom redraw median under 50 ms, max under 250 ms "
+          "(median %.1f ms, max %.1f ms)" % (name, med, worst))
     b.click("#tl-reset")
     # Hover: a tooltip with the name, somewhere along the first GPU track.
     shown = b.js("""
