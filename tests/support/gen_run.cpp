@@ -46,6 +46,15 @@ struct Gen {
     r.correlation = ++corr;
     return r.correlation;
   }
+  /// A 64 MiB device allocation or free at `at`, made by the call `by`.
+  void Mem(RecordKind k, uint32_t by, uint64_t at, uint64_t addr) {
+    Record& m = Add(k, at, at, "", 0, 0);
+    m.correlation = by;
+    m.bytes = 64ULL << 20;
+    m.a = static_cast<uint32_t>(addr);
+    m.b = static_cast<uint32_t>(addr >> 32);
+    m.c = static_cast<uint32_t>(kprof::MemKind::Device);
+  }
   void Range(const std::string& name, uint64_t start, uint64_t end) {
     Record& s = Add(RecordKind::MarkerStart, start, start, name, 1, kprof::kNoDevice);
     s.a = ++marker;
@@ -94,13 +103,7 @@ int main(int argc, char** argv) {
   uint64_t made = 0, step = 0, addr = 0x7f0000000000ULL;
   while (made < kernels) {
     const uint64_t step_start = cpu;
-    const uint32_t a_corr = g.Api("cudaMalloc", cpu, cpu + 2000);
-    Record& alloc = g.Add(RecordKind::MemAlloc, cpu + 1000, cpu + 1000, "", 0, 0);
-    alloc.correlation = a_corr;
-    alloc.bytes = 64ULL << 20;
-    alloc.a = static_cast<uint32_t>(addr);
-    alloc.b = static_cast<uint32_t>(addr >> 32);
-    alloc.c = static_cast<uint32_t>(kprof::MemKind::Device);
+    g.Mem(RecordKind::MemAlloc, g.Api("cudaMalloc", cpu, cpu + 2000), cpu + 1000, addr);
     cpu += 3000;
     // One HtoD copy of the batch per step (pinned, async) and one memset.
     const uint32_t c_corr = g.Api("cudaMemcpyAsync", cpu, cpu + 4000);
@@ -154,13 +157,7 @@ int main(int argc, char** argv) {
     sy.flags = static_cast<uint8_t>(kprof::SyncKind::ContextSynchronize);
     sy.correlation = y_corr;
     cpu = std::max(cpu, last) + 4000;
-    const uint32_t f_corr = g.Api("cudaFree", cpu, cpu + 3000);
-    Record& fr = g.Add(RecordKind::MemFree, cpu + 1000, cpu + 1000, "", 0, 0);
-    fr.correlation = f_corr;
-    fr.bytes = 64ULL << 20;
-    fr.a = static_cast<uint32_t>(addr);
-    fr.b = static_cast<uint32_t>(addr >> 32);
-    fr.c = static_cast<uint32_t>(kprof::MemKind::Device);
+    g.Mem(RecordKind::MemFree, g.Api("cudaFree", cpu, cpu + 3000), cpu + 1000, addr);
     cpu += 4000;
     g.Range("step " + std::to_string(step++), step_start, cpu);
     cpu += g.Uniform(10'000, 200'000);  // data loading between steps
