@@ -56,4 +56,57 @@ inline void AppendUtf8(std::string& out, uint32_t cp) {
     out.push_back(static_cast<char>(0x80 | ((cp >> (6 * k)) & 0x3F)));
 }
 
+/// `s` with every invalid byte (see DecodeUtf8) replaced by U+FFFD: always valid UTF-8.
+inline std::string ValidUtf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const Utf8Char c = DecodeUtf8(s, i);
+    if (c.len == 0) {
+      AppendUtf8(out, 0xFFFD);
+      ++i;
+    } else {
+      out.append(s.substr(i, c.len));
+      i += c.len;
+    }
+  }
+  return out;
+}
+
+/// `s` as text for a terminal or a Markdown table cell: valid UTF-8 (ValidUtf8), on one line,
+/// with no character that moves the cursor or changes the terminal: control characters (C0, DEL,
+/// C1) and the line and paragraph separators are shown as escapes ("\n", "\r", "\t",
+/// "\x1b", "\u2028").
+inline std::string DisplayText(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const Utf8Char c = DecodeUtf8(s, i);
+    if (c.len == 0) {
+      AppendUtf8(out, 0xFFFD);
+      ++i;
+      continue;
+    }
+    const uint32_t cp = c.cp;
+    if (cp == '\n') {
+      out += "\\n";
+    } else if (cp == '\r') {
+      out += "\\r";
+    } else if (cp == '\t') {
+      out += "\\t";
+    } else if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) {
+      constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[cp >> 4];
+      out += kHex[cp & 15];
+    } else if (cp == 0x2028 || cp == 0x2029) {
+      out += cp == 0x2028 ? "\\u2028" : "\\u2029";
+    } else {
+      out.append(s.substr(i, c.len));
+    }
+    i += c.len;
+  }
+  return out;
+}
+
 }  // namespace kprof

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "kprof/output.h"
+#include "kprof/utf8.h"
 
 namespace kprof {
 namespace {
@@ -19,7 +20,8 @@ constexpr const char* kCopyNames[6] = {"Unknown", "HtoD", "DtoH", "DtoD", "HtoH"
 size_t Columns(const std::string& s);
 
 /// Cuts a display name to `width` columns (counting UTF-8 code points), ending it with "…".
-std::string Fit(const std::string& s, size_t width) {
+std::string Fit(const std::string& raw, size_t width) {
+  const std::string s = DisplayText(raw);  // one line, no control characters, valid UTF-8
   if (width < 2 || Columns(s) <= width) return s;
   size_t cps = 0;
   for (size_t i = 0; i < s.size(); ++i) {
@@ -248,8 +250,9 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
   if (!hints.empty()) {
     out << "\nHints (most costly first)\n";
     for (const auto& h : hints) {
-      out << fmt::format("  [{}] {}: {}\n", SeverityName(h.severity), h.id, h.summary);
-      for (const auto& e : h.evidence) out << "      " << e << "\n";
+      // Hint texts quote kernel and range names: shown as DisplayText like the tables.
+      out << fmt::format("  [{}] {}: {}\n", SeverityName(h.severity), h.id, DisplayText(h.summary));
+      for (const auto& e : h.evidence) out << "      " << DisplayText(e) << "\n";
       if (h.est_saving_ns)
         out << fmt::format("      est. saving: up to {} ({:.1f}% of the run); {}\n",
                            FormatDuration(h.est_saving_ns), h.est_saving_pct, h.assumption);
@@ -261,7 +264,8 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
 }
 
 // ---- CSV ------------------------------------------------------------------------------------
-std::string Csv(const std::string& s) {
+std::string Csv(const std::string& raw) {
+  const std::string s = ValidUtf8(raw);  // CSV readers decode UTF-8: never a stray byte
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string q = "\"";
   for (char c : s) {
@@ -294,11 +298,11 @@ void WriteCsv(std::ostream& out, const Analysis& a) {
 }
 
 // ---- Markdown -------------------------------------------------------------------------------
-std::string Md(const std::string& s) {
+std::string Md(const std::string& raw) {
   std::string o;
-  for (char c : s) {
+  for (char c : DisplayText(raw)) {  // one line, no control characters, valid UTF-8
     if (c == '|' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>' || c == '[' ||
-        c == ']')
+        c == ']' || c == '\\' || c == '&')
       o += '\\';
     if (c == '\n' || c == '\r') {
       o += ' ';

@@ -44,3 +44,30 @@ TEST(Utf8, DecodesInsideALongerString) {
 
 }  // namespace
 }  // namespace kprof
+
+namespace kprof {
+namespace {
+
+TEST(Utf8Text, ValidUtf8ReplacesEachInvalidByte) {
+  EXPECT_EQ(ValidUtf8("ok \xc3\xbc"), "ok \xc3\xbc");
+  EXPECT_EQ(ValidUtf8("a\xff\xfe"
+                      "b"),
+            "a\xef\xbf\xbd\xef\xbf\xbd"
+            "b");
+  EXPECT_EQ(ValidUtf8("\xc3\x28"), "\xef\xbf\xbd(");             // truncated sequence
+  EXPECT_EQ(ValidUtf8("\xc0\xaf"), "\xef\xbf\xbd\xef\xbf\xbd");  // overlong '/'
+}
+
+TEST(Utf8Text, DisplayTextIsOneLineWithoutControlCharacters) {
+  EXPECT_EQ(DisplayText("a\nb\r\nc\td"), "a\\nb\\r\\nc\\td");
+  EXPECT_EQ(DisplayText("\x1b[31mred\x7f"), "\\x1b[31mred\\x7f");
+  EXPECT_EQ(DisplayText("\xc2\x85 C1"), "\\x85 C1");  // NEL, a C1 control
+  EXPECT_EQ(DisplayText("x\xe2\x80\xa8y\xe2\x80\xa9z"), "x\\u2028y\\u2029z");
+  EXPECT_EQ(DisplayText("bad\xff"), "bad\xef\xbf\xbd");
+  EXPECT_EQ(DisplayText("plain \xf0\x9f\x9a\x80 \\ \""), "plain \xf0\x9f\x9a\x80 \\ \"");
+  const std::string once = DisplayText("a\n\x01\xff");
+  EXPECT_EQ(DisplayText(once), once);  // idempotent: safe to apply twice
+}
+
+}  // namespace
+}  // namespace kprof
