@@ -378,8 +378,9 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
       if (id_s.empty() || id_s.find_first_not_of("0123456789") != std::string::npos) continue;
       DeviceInfo d;
       d.id = static_cast<uint16_t>(std::strtoul(id_s.c_str(), nullptr, 10));
+      const std::string& name = value;  // clang 14 cannot capture a structured binding
       if (std::any_of(S.devices.begin(), S.devices.end(),
-                      [&](const DeviceInfo& x) { return x.id == d.id && x.name == value; }))
+                      [&](const DeviceInfo& x) { return x.id == d.id && x.name == name; }))
         continue;
       d.name = value;
       std::string pre = "device." + id_s + ".";
