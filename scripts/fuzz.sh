@@ -24,7 +24,7 @@ cmake --build "$BUILD" --target "${TARGETS[@]/#/kprof_fuzz_}"
 
 fuzz_one() {
   local t=$1 work="$BUILD/corpus/$1" findings="fuzz/findings/$1" log="$BUILD/logs/$1.log"
-  mkdir -p "$work" "$findings" "$(dirname "$log")"
+  mkdir -p "$work" "$findings" "$(dirname "$log")" "fuzz/regressions/$t"
   local dict=()
   [ -n "${DICT[$t]}" ] && dict=(-dict="${DICT[$t]}")
   # The first corpus directory receives the new inputs; the committed seeds stay as they are.
