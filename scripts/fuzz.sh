@@ -23,12 +23,14 @@ CC=clang CXX=clang++ cmake -S . -B "$BUILD" -G Ninja -DKPROF_FUZZ=ON -DKPROF_BUI
 cmake --build "$BUILD" --target "${TARGETS[@]/#/kprof_fuzz_}"
 
 fuzz_one() {
-  local t=$1 work="$BUILD/corpus/$1" findings="fuzz/findings/$1" log="$BUILD/logs/$1.log"
+  # Absolute paths: the cli target changes its working directory to its scratch directory.
+  local t=$1 work="$PWD/$BUILD/corpus/$1" findings="$PWD/fuzz/findings/$1"
+  local log="$BUILD/logs/$1.log"
   mkdir -p "$work" "$findings" "$(dirname "$log")" "fuzz/regressions/$t"
   local dict=()
-  [ -n "${DICT[$t]}" ] && dict=(-dict="${DICT[$t]}")
+  [ -n "${DICT[$t]}" ] && dict=(-dict="$PWD/${DICT[$t]}")
   # The first corpus directory receives the new inputs; the committed seeds stay as they are.
-  "$BUILD/fuzz/kprof_fuzz_$t" "$work" "fuzz/corpus/$t" "fuzz/regressions/$t" "${dict[@]}" \
+  "$BUILD/fuzz/kprof_fuzz_$t" "$work" "$PWD/fuzz/corpus/$t" "$PWD/fuzz/regressions/$t" "${dict[@]}" \
     -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=2048 \
     -max_len="${MAX_LEN[$t]}" -close_fd_mask=3 -print_final_stats=1 \
     -artifact_prefix="$findings/" >"$log" 2>&1 || true
@@ -50,10 +52,10 @@ for t in "${TARGETS[@]}"; do
   log="$BUILD/logs/$t.log"
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-  last=$(grep -E '^#[0-9]+' "$log" | tail -1)
+  last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
-  found=$(grep -oE "(crash|leak|timeout|oom|slow-unit)-[0-9a-f]+" "$log" | sort -u | tr '\n' ' ')
+  found=$(grep -oE "(crash|leak|timeout|oom)-[0-9a-f]+" "$log" | sort -u | tr '\n' ' ' || true)
   printf '%-13s %8s %10s %8s %8s %8s  %s\n' "$t" "$SECONDS_PER_TARGET" "${execs:-?}" \
     "${rate:-?}" "${cov:-?}" "${ft:-?}" "${found:-none}"
 done
