@@ -9,7 +9,8 @@ BUILD_DIR=${1:-build}
 
 PACKAGES=(cmake g++ ninja-build pkg-config libcli11-dev nlohmann-json3-dev libfmt-dev
           googletest libgtest-dev zlib1g-dev libsqlite3-dev clang-format python3
-          chromium chromium-driver cmark-gfm)
+          chromium chromium-driver cmark-gfm
+          clang libclang-rt-dev)  # clang and libFuzzer: scripts/fuzz.sh (docs/fuzzing.md)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -16,6 +16,12 @@
 
 namespace kprof::detail {
 
+/// acc += d, saturating at the int64 limits: memory deltas come from the input's byte counts,
+/// which a corrupt or hostile file can set to anything (signed overflow is undefined).
+inline void SatAdd(int64_t& acc, int64_t d) {
+  if (__builtin_add_overflow(acc, d, &acc)) acc = d > 0 ? INT64_MAX : INT64_MIN;
+}
+
 /// A kernel launch configuration: grid a,b,c, block d,e, shared memory f (Record fields).
 using LaunchConfig = std::array<uint32_t, 6>;
 struct LaunchConfigHash {

@@ -19,6 +19,7 @@ namespace {
 using detail::GroupAcc;
 using detail::Interval;
 using detail::KernelAcc;
+using detail::SatAdd;
 using detail::UnionAcc;
 
 const char* kNoRange = "(no range)";
@@ -278,16 +279,17 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
           if (mk == MemKind::Pinned || mk == MemKind::Pageable) break;
           bool alloc = k == RecordKind::MemAlloc;
           alloc ? ++S.allocs : ++S.frees;
-          int64_t delta = alloc ? static_cast<int64_t>(r.bytes) : -static_cast<int64_t>(r.bytes);
+          const auto bytes = static_cast<int64_t>(std::min<uint64_t>(r.bytes, INT64_MAX));
+          const int64_t delta = alloc ? bytes : -bytes;
           mem.push_back({r.start_ns, r.device, delta});
           // Memory change per op: the op open on the thread of the allocating API call.
           if (const Record* api = ix.api_by_correlation.Find(r.correlation)) {
             int inner = ix.InnermostAt(api->tid, api->start_ns);
             if (inner < 0) {
-              ops[kNoRange].mem_delta += delta;
+              SatAdd(ops[kNoRange].mem_delta, delta);
             } else {
-              op_of[static_cast<size_t>(inner)]->mem_delta += delta;
-              path_of[static_cast<size_t>(inner)]->second.mem_delta += delta;
+              SatAdd(op_of[static_cast<size_t>(inner)]->mem_delta, delta);
+              SatAdd(path_of[static_cast<size_t>(inner)]->second.mem_delta, delta);
             }
           }
           break;
@@ -378,8 +380,9 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
       if (id_s.empty() || id_s.find_first_not_of("0123456789") != std::string::npos) continue;
       DeviceInfo d;
       d.id = static_cast<uint16_t>(std::strtoul(id_s.c_str(), nullptr, 10));
+      const std::string& name = value;  // clang 14 cannot capture a structured binding
       if (std::any_of(S.devices.begin(), S.devices.end(),
-                      [&](const DeviceInfo& x) { return x.id == d.id && x.name == value; }))
+                      [&](const DeviceInfo& x) { return x.id == d.id && x.name == name; }))
         continue;
       d.name = value;
       std::string pre = "device." + id_s + ".";
@@ -452,8 +455,8 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
   std::map<uint16_t, int64_t> in_use;
   int64_t total = 0;
   for (const auto& m : mem) {
-    in_use[m.dev] += m.delta;
-    total += m.delta;
+    SatAdd(in_use[m.dev], m.delta);
+    SatAdd(total, m.delta);
     S.peak_memory_bytes = std::max(S.peak_memory_bytes, total);
     if (opts.timeline) an.memory_timeline.push_back({m.t, m.dev, in_use[m.dev]});
   }

@@ -42,9 +42,10 @@ void ChromeWriter::Header() {
     first = false;
     Raw("\"id\": ");
     Int(id);
+    const auto& fields = f;  // clang 14 cannot capture a structured binding
     auto get = [&](const char* key) -> const std::string* {
-      auto it = f.find(key);
-      return it == f.end() ? nullptr : &it->second;
+      auto it = fields.find(key);
+      return it == fields.end() ? nullptr : &it->second;
     };
     auto num = [&](const char* json_key, const char* meta_key) {
       const std::string* v = get(meta_key);
