@@ -50,6 +50,7 @@ struct Agent {
   std::unordered_set<uint8_t*> ours;  // every buffer kprof allocated
   size_t outstanding = 0;             // handed to CUPTI, not yet returned
   size_t allocated = 0;
+  bool pool_closed = false;  // the writer has stopped: no buffer comes back, none is handed out
 
   // Completed buffers waiting for the writer.
   struct Pending {

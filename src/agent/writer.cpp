@@ -31,10 +31,15 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
   *size = 0;
   *max_records = 0;
   std::unique_lock<std::mutex> lock(a.pool_mu);
+  // Collection has ended (Finish stopped the writer) while the program still runs CUDA work:
+  // drop at once (CUPTI counts it) rather than stall the application 50 ms per request and grow
+  // the pool to the hard cap for records nobody will write.
+  if (a.pool_closed) return;
   if (a.free_buffers.empty() && a.allocated >= kSoftBufferLimit) {
     // Bounded memory: let the writer catch up a little before growing the pool.
     a.pool_cv.wait_for(lock, std::chrono::milliseconds(50),
-                       [&] { return !a.free_buffers.empty(); });
+                       [&] { return !a.free_buffers.empty() || a.pool_closed; });
+    if (a.pool_closed) return;
   }
   uint8_t* buf = nullptr;
   if (!a.free_buffers.empty()) {
@@ -245,6 +250,11 @@ void Finish(const std::string& reason) {
     std::lock_guard<std::mutex> lock(a.q_mu);
     a.stop_writer = true;
     a.q_cv.notify_all();
+  }
+  {
+    std::lock_guard<std::mutex> lock(a.pool_mu);
+    a.pool_closed = true;
+    a.pool_cv.notify_all();
   }
   if (drained) {
     a.writer_thread.join();

@@ -1,0 +1,247 @@
+// The agent's collection pipeline (src/agent/writer.cpp) without a GPU: the buffer pool, the
+// writer thread, the periodic flusher, flushes with a timeout and Finish, driven from several
+// threads the way CUPTI drives them. CUPTI itself is a fake defined here (no libcupti is linked):
+// application threads request buffers and fill them with kernel records, and the fake completes
+// a buffer when it is full or when the program flushes, on the flushing thread as CUPTI does.
+// The run file is then read back: every record exactly once. scripts/sanitize.sh thread runs this
+// under ThreadSanitizer (docs/reliability.md).
+#include <cupti.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/agent.h"
+#include "gtest/gtest.h"
+#include "kprof/trace.h"
+#include "test_util.h"
+
+namespace {
+kprof::agent::Agent* g_agent = nullptr;  // a fresh one per test
+}  // namespace
+
+namespace kprof::agent {
+
+Agent& A() { return *g_agent; }
+
+bool CheckCupti(CUptiResult r, const char* /*call*/, const char* /*file*/, int /*line*/) {
+  return r == CUPTI_SUCCESS;
+}
+
+}  // namespace kprof::agent
+
+namespace {
+
+using kprof::agent::A;
+using kprof::agent::Agent;
+
+constexpr size_t kStride = sizeof(CUpti_ActivityKernel10);
+
+// The fake CUPTI: one open buffer per application thread (CUPTI keeps one per context/stream).
+struct FakeCupti {
+  struct Open {
+    uint8_t* buf = nullptr;
+    size_t size = 0;
+    size_t valid = 0;
+    uint32_t stream = 0;
+  };
+  std::mutex mu;  // guards `open` and the buffers' contents until they are completed
+  std::map<uint32_t, Open> open;
+  std::atomic<uint64_t> dropped{0};
+
+  // An application thread's kernel finished: its record goes into the thread's open buffer.
+  void Emit(uint32_t stream, uint32_t correlation) {
+    std::lock_guard<std::mutex> lock(mu);
+    Open& o = open[stream];
+    if (o.buf == nullptr) {
+      size_t max_records = 0;
+      kprof::agent::BufferRequested(&o.buf, &o.size, &max_records);
+      o.valid = 0;
+      o.stream = stream;
+      if (o.buf == nullptr) {
+        ++dropped;
+        return;
+      }
+    }
+    CUpti_ActivityKernel10 k;
+    std::memset(&k, 0, sizeof(k));
+    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    k.start = 1000 + correlation;
+    k.end = 2000 + correlation;
+    k.streamId = stream;
+    k.correlationId = correlation;
+    k.gridX = k.gridY = k.gridZ = k.blockX = k.blockY = k.blockZ = 1;
+    k.name = "kernel";
+    std::memcpy(o.buf + o.valid, &k, sizeof(k));
+    o.valid += kStride;
+    if (o.valid + kStride > o.size) CompleteLocked(o);
+  }
+
+  void CompleteLocked(Open& o) {
+    if (o.buf == nullptr) return;
+    kprof::agent::BufferCompleted(nullptr, o.stream, o.buf, o.size, o.valid);
+    o = Open{};
+  }
+
+  // cuptiActivityFlushAll: completes every buffer holding records (forced: every buffer).
+  void FlushAll(uint32_t flag) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [stream, o] : open) {
+      if (o.valid > 0 || (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0) CompleteLocked(o);
+    }
+  }
+};
+
+FakeCupti* g_cupti = nullptr;
+
+}  // namespace
+
+// The CUPTI entry points writer.cpp and convert.cpp call.
+extern "C" {
+CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
+  g_cupti->FlushAll(flag);
+  return CUPTI_SUCCESS;
+}
+CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid,
+                                                CUpti_Activity** record) {
+  uint8_t* next = *record == nullptr ? buffer : reinterpret_cast<uint8_t*>(*record) + kStride;
+  if (next + kStride > buffer + valid) return CUPTI_ERROR_MAX_LIMIT_REACHED;
+  *record = reinterpret_cast<CUpti_Activity*>(next);
+  return CUPTI_SUCCESS;
+}
+CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext /*ctx*/, uint32_t /*stream*/,
+                                                       size_t* dropped) {
+  *dropped = 0;
+  return CUPTI_SUCCESS;
+}
+CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
+  *timestamp = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return CUPTI_SUCCESS;
+}
+CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain /*domain*/, uint32_t /*cbid*/,
+                                          const char** name) {
+  *name = nullptr;
+  return CUPTI_ERROR_INVALID_PARAMETER;
+}
+}
+
+namespace {
+
+// Starts the agent's threads as Initialize does (agent.cpp), on a fresh Agent and fake CUPTI.
+class AgentWriter : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    g_cupti = new FakeCupti();
+    kprof::agent::g_buffer_bytes = 64 * kStride;  // small buffers: many completions and reuses
+    g_agent = new Agent();
+    Agent& a = A();
+    a.path = dir_ / "kprof.1.kprof";
+    ASSERT_TRUE(a.writer.Open(a.path));
+    a.writer.WriteMeta({{"pid", "1"}});
+    a.flush_period_ms = 2;
+    a.active = true;
+    a.writer_thread = std::thread(kprof::agent::WriterLoop);
+    a.flusher_thread = std::thread(kprof::agent::FlusherLoop);
+  }
+  void TearDown() override {
+    Agent& a = A();
+    for (uint8_t* buf : a.ours) std::free(buf);
+    delete g_agent;
+    g_agent = nullptr;
+    delete g_cupti;
+    g_cupti = nullptr;
+  }
+
+  // `threads` application threads emit `per_thread` kernels each; correlation ids are unique.
+  static void Produce(int threads, int per_thread, std::atomic<bool>* go = nullptr) {
+    std::vector<std::thread> apps;
+    for (int t = 0; t < threads; ++t) {
+      apps.emplace_back([t, per_thread, go] {
+        while (go != nullptr && !go->load()) std::this_thread::yield();
+        for (int i = 0; i < per_thread; ++i) {
+          g_cupti->Emit(static_cast<uint32_t>(t + 1),
+                        static_cast<uint32_t>(t * per_thread + i + 1));
+        }
+      });
+    }
+    for (auto& th : apps) th.join();
+  }
+
+  kprof::test::TempDir dir_;
+};
+
+TEST_F(AgentWriter, RecordsFromManyThreadsReachTheFileExactlyOnce) {
+  constexpr int kThreads = 6, kPerThread = 3000;
+  // A signal thread (signals.cpp) flushes and waits for the writer while the program runs.
+  std::atomic<bool> done{false};
+  std::thread signal_thread([&] {
+    while (!done) {
+      kprof::agent::FlushWithTimeout(0, kprof::agent::kSignalFlushTimeoutMs);
+      kprof::agent::WaitDrained(kprof::agent::kSignalFlushTimeoutMs);
+    }
+  });
+  Produce(kThreads, kPerThread);
+  done = true;
+  signal_thread.join();
+  kprof::agent::Finish("exit");  // at exit: forced flush, drain, End block
+  ASSERT_TRUE(A().finished);
+
+  kprof::ProcessTrace p = kprof::ReadRunFile(A().path);
+  EXPECT_TRUE(p.complete);
+  EXPECT_EQ(p.meta["exit_reason"], "exit");
+  EXPECT_EQ(p.meta.count("displaced"), 0u) << p.meta["displaced_detail"];
+  ASSERT_EQ(g_cupti->dropped, 0u);
+  std::set<uint32_t> seen;
+  for (const kprof::Record& r : p.records) {
+    EXPECT_TRUE(seen.insert(r.correlation).second) << "record written twice: " << r.correlation;
+    EXPECT_EQ(p.Name(r), "kernel");
+  }
+  EXPECT_EQ(seen.size(), size_t{kThreads} * kPerThread);
+  EXPECT_EQ(p.stats.records_written, size_t{kThreads} * kPerThread);
+  EXPECT_LE(A().allocated, kprof::agent::kHardBufferLimit);
+}
+
+TEST_F(AgentWriter, FinishWhileApplicationThreadsStillRunLeavesAWholeFile) {
+  // exit() on the main thread while other threads still launch kernels: records after the end
+  // are lost, but the file is complete and nothing is written twice.
+  constexpr int kThreads = 4, kPerThread = 4000;
+  std::atomic<bool> go{false};
+  std::thread apps([&] { Produce(kThreads, kPerThread, &go); });
+  go = true;
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  kprof::agent::Finish("exit");
+  kprof::agent::Finish("exit");  // idempotent (a signal and atexit)
+  apps.join();
+
+  kprof::ProcessTrace p = kprof::ReadRunFile(A().path);
+  EXPECT_TRUE(p.complete);
+  std::set<uint32_t> seen;
+  for (const kprof::Record& r : p.records) EXPECT_TRUE(seen.insert(r.correlation).second);
+  EXPECT_LE(seen.size(), size_t{kThreads} * kPerThread);
+}
+
+TEST_F(AgentWriter, NoBufferIsHandedOutOrAwaitedAfterTheEnd) {
+  // Found by the test above: after Finish, each buffer request with the pool empty waited 50 ms
+  // on the application thread for a writer that had stopped, and the pool grew to the hard cap.
+  g_cupti->Emit(1, 1);
+  kprof::agent::Finish("exit");
+  auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < 2 * kprof::agent::kHardBufferLimit; ++i) {
+    uint8_t* buf = nullptr;
+    size_t size = 0, max_records = 0;
+    kprof::agent::BufferRequested(&buf, &size, &max_records);
+    EXPECT_EQ(buf, nullptr);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
+  EXPECT_LE(A().allocated, 2u);
+}
+
+}  // namespace
