@@ -33,7 +33,11 @@ fuzz_one() {
   "$BUILD/fuzz/kprof_fuzz_$t" "$work" "$PWD/fuzz/corpus/$t" "$PWD/fuzz/regressions/$t" "${dict[@]}" \
     -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=2048 \
     -max_len="${MAX_LEN[$t]}" -close_fd_mask=3 -print_final_stats=1 \
-    -artifact_prefix="$findings/" >"$log" 2>&1 || true
+    -artifact_prefix="$findings/" >"$log" 2>&1 &
+  local pid=$!
+  wait "$pid" || true
+  # libFuzzer ends with _Exit (time up, crash): the target's scratch directory stays behind.
+  rm -rf "${TMPDIR:-/tmp}/kprof-fuzz.$pid"
 }
 
 running=0
