@@ -210,7 +210,8 @@ void RecordBuilder::Add(const RawEvent& e) {
 
   Record r;
   r.start_ns = static_cast<uint64_t>(e.ts);  // relative; the base is added at the end
-  r.end_ns = static_cast<uint64_t>(e.dur > INT64_MAX - e.ts ? INT64_MAX : e.ts + e.dur);
+  // dur >= 0: only a positive ts can overflow (INT64_MAX - ts itself overflows for ts < 0).
+  r.end_ns = static_cast<uint64_t>(e.ts > 0 && e.dur > INT64_MAX - e.ts ? INT64_MAX : e.ts + e.dur);
   r.correlation = U32(e.correlation);
   r.device = kNoDevice;
   if (ph != 'X') return AddMemory(e, r);
@@ -239,8 +240,9 @@ void RecordBuilder::Add(const RawEvent& e) {
 
 uint64_t RecordBuilder::Absolute(uint64_t rel) const {
   int64_t v = static_cast<int64_t>(rel);
-  if (v < 0 && base_ns < -v) return 0;
-  return static_cast<uint64_t>(v + base_ns);
+  if (v < 0 && base_ns <= -(v + 1)) return 0;  // before 0 (-(v + 1): -v overflows for INT64_MIN)
+  // Unsigned: a relative time near INT64_MAX plus the base does not fit an int64_t.
+  return rel + static_cast<uint64_t>(base_ns);
 }
 
 // Owner of each GPU record: the only process, or the one whose API call has the same

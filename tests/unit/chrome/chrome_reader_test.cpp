@@ -160,6 +160,31 @@ TEST(ChromeReader, DocumentShapes) {
   EXPECT_TRUE(c.processes[0].records.empty());
 }
 
+TEST(ChromeReader, TimesAtTheEdgesOfTheRangeAreNotOverflowed) {
+  // UBSan finding (scripts/sanitize.sh, ChromeReader.MutatedTraceNeverCrashes): the end's overflow
+  // guard computed INT64_MAX - ts, which overflows for an event before the base time (ts < 0);
+  // as it wrapped, such an event ended at INT64_MAX. Adding the base to a relative time near
+  // INT64_MAX overflowed too.
+  TempDir dir;
+  kprof::Run run = ReadString(
+      dir, R"({"traceEvents":[)"
+           R"({"ph":"X","cat":"user_annotation","name":"early","pid":1,"tid":1,"ts":-2,"dur":5},)"
+           R"({"ph":"X","cat":"user_annotation","name":"late","pid":1,"tid":1,"ts":9e15,"dur":0}],)"
+           R"("baseTimeNanoseconds":1000000000000000000})");
+  ASSERT_EQ(run.processes.size(), 1u);
+  const ProcessTrace& p = run.processes[0];
+  ASSERT_EQ(p.records.size(), 2u);
+  for (const Record& r : p.records) {
+    if (p.Name(r) == "early") {
+      EXPECT_EQ(r.start_ns, 1000000000000000000u - 2000u);
+      EXPECT_EQ(r.end_ns, 1000000000000000000u + 3000u);
+    } else {
+      EXPECT_EQ(r.start_ns, 10000000000000000000u);  // 9e18 ns + the base: beyond INT64_MAX
+      EXPECT_EQ(r.end_ns, r.start_ns);
+    }
+  }
+}
+
 TEST(ChromeReader, GpuEventsGoToTheProcessOwningTheCorrelation) {
   TempDir dir;
   std::string doc = R"({"traceEvents":[

@@ -113,13 +113,20 @@ TEST(Launcher, RepeatRunsTheProgramNTimes) {
 }
 
 /// Starts `args` (no shell), sends it SIGTERM after `delay_ms` and returns its wait status.
-int SigtermAfter(std::vector<std::string> args, int delay_ms) {
+// Sends SIGTERM once the program has created `started` (its first command), not after a fixed
+// delay: a slow start (a sanitizer build, a loaded CI machine) let SIGTERM reach kprof before it
+// had started the program, and kprof then took the default action.
+int SigtermWhenStarted(std::vector<std::string> args, const std::string& started) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = 0;
   if (::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
-  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!std::filesystem::exists(started) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ::kill(pid, SIGTERM);
   int st = 0;
   return ::waitpid(pid, &st, 0) == pid ? st : -1;
@@ -131,9 +138,10 @@ TEST(Launcher, ForwardsSigtermToTheProgram) {
   std::string flag = d / "got-term";
   // The background sleep must not hold the test's output pipe open after the shell exits, or
   // ctest waits for it.
-  std::string script =
-      "trap 'echo term > " + flag + "; exit 7' TERM; sleep 20 </dev/null >/dev/null 2>&1 & wait";
-  int st = SigtermAfter({test::Kprof(), "run", "-o", d / "run", "--", "sh", "-c", script}, 500);
+  std::string script = "trap 'echo term > " + flag + "; exit 7' TERM; touch " + d / "started" +
+                       "; sleep 20 </dev/null >/dev/null 2>&1 & wait";
+  int st = SigtermWhenStarted({test::Kprof(), "run", "-o", d / "run", "--", "sh", "-c", script},
+                              d / "started");
   ASSERT_NE(st, -1);
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 7);
@@ -165,14 +173,14 @@ namespace {
 TEST(Launcher, SignalStopsFurtherRepetitions) {
   TempDir d;
   auto t0 = std::chrono::steady_clock::now();
-  int st = SigtermAfter({test::Kprof(), "run", "--quiet", "--repeat", "3", "-o", d / "run", "--",
-                         "sh", "-c", "sleep 1"},
-                        300);
+  int st = SigtermWhenStarted({test::Kprof(), "run", "--quiet", "--repeat", "3", "-o", d / "run",
+                               "--", "sh", "-c", "touch " + d / "started" + "; sleep 1"},
+                              d / "started");
   ASSERT_NE(st, -1);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 128 + SIGTERM);
-  EXPECT_LT(secs, 1.5);  // repetitions 2 and 3 (1 s each) did not run
+  EXPECT_LT(secs, 2.5);  // repetitions 2 and 3 (1 s each) did not run
   EXPECT_FALSE(std::filesystem::exists(d / "run/rep2"));
 }
 
