@@ -56,20 +56,36 @@ inline void AppendUtf8(std::string& out, uint32_t cp) {
     out.push_back(static_cast<char>(0x80 | ((cp >> (6 * k)) & 0x3F)));
 }
 
+/// Calls f(cp, bytes) for each character of `s` in order: a valid sequence (see DecodeUtf8) with
+/// its code point and its bytes, an invalid byte as U+FFFD with empty bytes (one call per byte).
+template <class F>
+inline void ForEachUtf8Char(std::string_view s, F&& f) {
+  for (size_t i = 0; i < s.size();) {
+    const Utf8Char c = DecodeUtf8(s, i);
+    if (c.len == 0) {
+      f(uint32_t{0xFFFD}, std::string_view());
+      ++i;
+    } else {
+      f(c.cp, s.substr(i, c.len));
+      i += c.len;
+    }
+  }
+}
+
+/// Appends a character as ForEachUtf8Char gives it: its own bytes, or U+FFFD for an invalid one.
+inline void AppendChar(std::string& out, uint32_t cp, std::string_view bytes) {
+  if (bytes.empty()) {
+    AppendUtf8(out, cp);
+  } else {
+    out.append(bytes);
+  }
+}
+
 /// `s` with every invalid byte (see DecodeUtf8) replaced by U+FFFD: always valid UTF-8.
 inline std::string ValidUtf8(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    const Utf8Char c = DecodeUtf8(s, i);
-    if (c.len == 0) {
-      AppendUtf8(out, 0xFFFD);
-      ++i;
-    } else {
-      out.append(s.substr(i, c.len));
-      i += c.len;
-    }
-  }
+  ForEachUtf8Char(s, [&](uint32_t cp, std::string_view bytes) { AppendChar(out, cp, bytes); });
   return out;
 }
 
@@ -80,14 +96,7 @@ inline std::string ValidUtf8(std::string_view s) {
 inline std::string DisplayText(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    const Utf8Char c = DecodeUtf8(s, i);
-    if (c.len == 0) {
-      AppendUtf8(out, 0xFFFD);
-      ++i;
-      continue;
-    }
-    const uint32_t cp = c.cp;
+  ForEachUtf8Char(s, [&](uint32_t cp, std::string_view bytes) {
     if (cp == '\n') {
       out += "\\n";
     } else if (cp == '\r') {
@@ -102,10 +111,9 @@ inline std::string DisplayText(std::string_view s) {
     } else if (cp == 0x2028 || cp == 0x2029) {
       out += cp == 0x2028 ? "\\u2028" : "\\u2029";
     } else {
-      out.append(s.substr(i, c.len));
+      AppendChar(out, cp, bytes);
     }
-    i += c.len;
-  }
+  });
   return out;
 }
 

@@ -21,35 +21,22 @@ void WriteChunks(std::ostream& out, const std::string_view (&chunks)[N]) {
 std::string HtmlEscape(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x80) {
-      const size_t n = DecodeUtf8(s, i).len;
-      if (n == 0) {
-        AppendUtf8(out, 0xFFFD);  // invalid UTF-8
-        ++i;
-      } else {
-        out.append(s.substr(i, n));
-        i += n;
-      }
-      continue;
-    }
-    ++i;
-    if (c == '&')
+  ForEachUtf8Char(s, [&](uint32_t cp, std::string_view bytes) {
+    if (cp == '&')
       out += "&amp;";
-    else if (c == '<')
+    else if (cp == '<')
       out += "&lt;";
-    else if (c == '>')
+    else if (cp == '>')
       out += "&gt;";
-    else if (c == '"')
+    else if (cp == '"')
       out += "&quot;";
-    else if (c == '\'')
+    else if (cp == '\'')
       out += "&#39;";
-    else if (c < 0x20 || c == 0x7F)
+    else if (cp < 0x20 || cp == 0x7F)
       out += ' ';
     else
-      out += static_cast<char>(c);
-  }
+      AppendChar(out, cp, bytes);  // invalid UTF-8 as U+FFFD
+  });
   return out;
 }
 
