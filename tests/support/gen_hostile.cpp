@@ -1,6 +1,6 @@
 // kprof_gen_hostile: writes a kprof run file whose kernel and NVTX range names are hostile to
 // every output format (quotes, backslashes, newlines, control characters, invalid UTF-8,
-// `</script>`, `]]>`, pipes, commas, a CSV formula, a 1 MB name), and prints the names as JSON
+// `</script>`, `]]>`, pipes, commas, a CSV formula, SQL, a 1 MB name), and prints the names as JSON
 // (invalid UTF-8 as \u00XX escapes of its bytes) for the checks of tests/outputs/.
 //
 //   kprof_gen_hostile OUT.kprof
@@ -26,6 +26,7 @@ std::vector<std::string> Names() {
       "]]> <!-- --> &amp; &lt; <b>bold</b>",
       "line\u2028sep\u2029 emoji \U0001F680 \u00fcn\u00efc\u00f6d\u00e9",
       "| --- | `code` *em* [link](http://x)",
+      "x'); DROP TABLE StringIds; --",
   };
 }
 
