@@ -25,9 +25,12 @@ export PYTHONUNBUFFERED=1
 step() { [[ " $STEPS " == *" $1 "* ]]; }
 
 if step tests; then
-  timeout 420 ctest --test-dir "$BUILD" -L gpu --output-on-failure -j1 > "$OUT/gpu_tests.log" 2>&1
+  rm -f "$BUILD/gpu-test-runs/fault-matrix.txt"
+  timeout 480 ctest --test-dir "$BUILD" -L gpu --output-on-failure -j1 > "$OUT/gpu_tests.log" 2>&1
   echo "gpu tests: rc=$?" | tee -a "$OUT/summary.txt"
   tail -n 25 "$OUT/gpu_tests.log" >> "$OUT/summary.txt"
+  # The fault matrix's outcomes (tests/gpu/fault_test.cpp), for docs/reliability.md.
+  cp "$BUILD/gpu-test-runs/fault-matrix.txt" "$OUT/" 2>/dev/null || true
 fi
 
 if step fixtures; then

@@ -53,6 +53,8 @@ struct ProcessTrace {
   std::vector<Record> records;
   CollectionStats stats;
   bool complete = false;  ///< false when the process never wrote its End block (crash, kill)
+  /// Bytes of a last block cut short (killed inside a write, disk full, a cut file): not read.
+  uint64_t torn_tail_bytes = 0;
 
   const std::string& Name(const Record& r) const { return strings.Get(r.name); }
   std::string Label() const;  ///< "pid 1234" or "rank 1 (pid 1234)"
@@ -64,7 +66,8 @@ struct Run {
 };
 
 /// Reads one kprof run file. Throws InputError (one line, naming `path`) when the file is
-/// missing, foreign, of a newer major version, truncated inside a block, or corrupted.
+/// missing, foreign, of a newer major version, or corrupted. A file whose last block is cut
+/// short reads as incomplete, with `torn_tail_bytes` set: what precedes that block is kept.
 /// `show_progress`: "reading PATH: N / M MB" on stderr while reading (kprof/progress.h).
 ProcessTrace ReadRunFile(const std::string& path, bool show_progress = false);
 
@@ -105,12 +108,20 @@ class FileWriter {
   void Close();
   uint64_t errors() const { return errors_; }
   uint64_t bytes_written() const { return bytes_; }
+  /// The errno of the first failed write (disk full, ...), 0 while every write succeeded. After
+  /// a failed write the file is cut back to its last whole block and nothing more is written:
+  /// it stays readable (as incomplete) up to that block; later writes only count as errors.
+  int write_failure() const { return write_errno_; }
+  /// Records in the blocks that are in the file.
+  uint64_t records_kept() const { return records_kept_; }
 
  private:
   void WriteBlock(uint32_t type, uint32_t count, const void* payload, uint32_t bytes);
   int fd_ = -1;
   uint64_t errors_ = 0;
   uint64_t bytes_ = 0;
+  int write_errno_ = 0;
+  uint64_t records_kept_ = 0;
 };
 
 /// Block types of the file format (docs/format.md). Serialized; never renumber.

@@ -159,8 +159,8 @@ int Initialize() {
   }
   std::string rank = FirstEnv({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});
   mkdir(dir.c_str(), 0755);  // usually made by the launcher; EEXIST is fine
-  a.path = dir + "/kprof." + (rank.empty() ? "" : "rank" + rank + ".") + std::to_string(getpid()) +
-           ".kprof";
+  const std::string stem =
+      dir + "/kprof." + (rank.empty() ? "" : "rank" + rank + ".") + std::to_string(getpid());
 
   // Subscribe for the context-destroy flush. Failure (another subscriber, nsys, ...) is noted;
   // the activity API works without a subscriber.
@@ -184,7 +184,15 @@ int Initialize() {
     std::fprintf(stderr, "kprof agent: %s\n", a.subscriber_error.c_str());
   }
 
-  if (!a.writer.Open(a.path)) {
+  // A program that execs another CUDA program keeps its pid: the second image's agent takes the
+  // next free name (kprof.PID.1.kprof, ...) and never opens an existing file (O_EXCL).
+  bool opened = false;
+  for (int n = 0; n < 100 && !opened; ++n) {
+    a.path = stem + (n == 0 ? std::string() : "." + std::to_string(n)) + ".kprof";
+    opened = a.writer.Open(a.path);
+    if (!opened && errno != EEXIST) break;
+  }
+  if (!opened) {
     std::fprintf(stderr, "kprof agent: cannot create %s: %s; not recording\n", a.path.c_str(),
                  std::strerror(errno));
     return 1;  // never fail the program's CUDA initialisation

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -151,7 +152,19 @@ void WriterLoop() {
       p = a.queue.front();
       a.queue.pop_front();
     }
-    ProcessBuffer(a, strings, staging, p.buf, p.valid);
+    if (a.writer.write_failure() == 0) {
+      ProcessBuffer(a, strings, staging, p.buf, p.valid);
+      if (const int err = a.writer.write_failure(); err != 0) {
+        // Once: the file is cut back to its last whole block; later buffers are dropped.
+        std::fprintf(stderr,
+                     "kprof agent: writing %s failed (%s): recording stopped; the file keeps "
+                     "the %llu records written before\n",
+                     a.path.c_str(), std::strerror(err),
+                     static_cast<unsigned long long>(a.writer.records_kept()));
+      }
+    } else {
+      std::memset(p.buf, 0, p.valid);  // dropped unread: CUPTI was told buffers arrive zeroed
+    }
     ReturnBuffer(p.buf);
     // Stats now and then, so that a file cut short still reports drops seen so far.
     auto now = std::chrono::steady_clock::now();

@@ -164,7 +164,7 @@ FileWriter::~FileWriter() {
 
 bool FileWriter::Open(const std::string& path) {
   if (fd_ >= 0) ::close(fd_);
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     ++errors_;
     return false;
@@ -185,7 +185,7 @@ bool FileWriter::Open(const std::string& path) {
 }
 
 void FileWriter::WriteBlock(uint32_t type, uint32_t count, const void* payload, uint32_t bytes) {
-  if (fd_ < 0) {
+  if (fd_ < 0 || write_errno_ != 0) {
     ++errors_;
     return;
   }
@@ -201,7 +201,12 @@ void FileWriter::WriteBlock(uint32_t type, uint32_t count, const void* payload, 
     ssize_t n = ::writev(fd_, v, iovcnt);
     if (n < 0) {
       if (errno == EINTR) continue;
+      // Disk full, quota, I/O error: drop the part of this block that was written, so that the
+      // file ends at a block boundary, and write nothing more (a later block after a hole
+      // would be unreadable anyway).
+      write_errno_ = errno;
       ++errors_;
+      if (::ftruncate(fd_, static_cast<off_t>(bytes_)) != 0) ++errors_;
       return;
     }
     done += static_cast<size_t>(n);
@@ -259,6 +264,7 @@ void FileWriter::WriteRecords(const Record* records, size_t n) {
     size_t m = std::min(n, kPerBlock);
     WriteBlock(static_cast<uint32_t>(BlockType::Records), static_cast<uint32_t>(m), records,
                static_cast<uint32_t>(m * sizeof(Record)));
+    if (write_errno_ == 0) records_kept_ += m;
     records += m;
     n -= m;
   }
@@ -352,17 +358,24 @@ ProcessTrace ReadRunFile(const std::string& path, bool show_progress) {
     got = f.Read(&h, sizeof h);
     if (got == 0) break;  // no End block: the process died; keep what was written
     auto where = "block at offset " + std::to_string(offset);
-    if (got < sizeof h) Fail(path, "truncated inside the " + where + " header");
+    // A last block cut short: the process was killed inside its write (or the file was cut).
+    // Everything before it is whole and checked; the file reads as incomplete and says so.
+    if (got < sizeof h) {
+      t.torn_tail_bytes = got;
+      break;
+    }
     if (h.bytes > kMaxBlockPayload)
       Fail(path, where + ": payload of " + std::to_string(h.bytes) + " bytes (corrupted)");
-    if (f.size() && offset + sizeof h + h.bytes > f.size())
-      Fail(path, "truncated inside the " + where + " (needs " + std::to_string(h.bytes) +
-                     " payload bytes, file ends at " + std::to_string(f.size()) + ")");
+    if (h.type == static_cast<uint32_t>(BlockType::Records) &&
+        uint64_t{h.count} * sizeof(Record) != h.bytes)
+      Fail(path, where + ": record block size does not match its count (corrupted)");
+    if (f.size() && offset + sizeof h + h.bytes > f.size()) {
+      t.torn_tail_bytes = f.size() - offset;
+      break;
+    }
 
     uint32_t crc = Crc32c(&h, 12);
     if (h.type == static_cast<uint32_t>(BlockType::Records)) {
-      if (uint64_t{h.count} * sizeof(Record) != h.bytes)
-        Fail(path, where + ": record block size does not match its count (corrupted)");
       size_t old = t.records.size();
       t.records.resize(old + h.count);
       // In slices, so that progress moves within a large block.
