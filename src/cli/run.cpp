@@ -228,14 +228,12 @@ int CmdRun(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   v.force = force;
-  if (!v.html.empty()) {
-    // The HTML file's place is checked before the program runs (and again when it is written).
-    try {
-      OutputFile probe(v.html, force);
-    } catch (const InputError& e) {
-      cli::Error("run", e.what());
-      return kExitUsage;
-    }
+  try {
+    // The places of --trace and --html are checked before the program runs (and again when
+    // they are written); the temporary files of this probe are removed at once.
+    cli::OpenOutputs(v);
+  } catch (const InputError& e) {
+    return cli::UsageError("run", e.what());
   }
   const std::string agent = FindAgent();
   if (agent.empty()) {
@@ -325,7 +323,10 @@ int CmdRun(const std::vector<std::string>& args) {
       // --quiet prints no report, but the --trace and --html files asked for are written.
       v.quiet = quiet;
       const bool outputs = !v.trace.empty() || !v.html.empty();
-      if ((!quiet || outputs) && rep == repeat) cli::Present(run, v, dir);
+      if ((!quiet || outputs) && rep == repeat) {
+        cli::ViewOutputs out = cli::OpenOutputs(v);
+        cli::Present(run, v, dir, out);
+      }
     } catch (const InputError& e) {
       cli::Error("run", e.what());
     }
