@@ -18,6 +18,7 @@ int CmdReport(const std::vector<std::string>& args) {
   try {
     cli::ViewOutputs out = cli::OpenOutputs(v);  // a bad output path fails before the reading
     Run run = ReadInputs(files);
+    cli::WarnIncomplete("report", run);
     cli::Present(run, v, "", out);
   } catch (const InputError& e) {
     return cli::UsageError("report", e.what());
