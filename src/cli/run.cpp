@@ -229,7 +229,8 @@ int CmdRun(const std::vector<std::string>& args) {
       ->check(CLI::Range(1, 1000));
   app.add_flag("-q,--quiet", quiet, "Print no report (the run is still saved)");
   app.add_flag("--force", force,
-               "Reuse a run directory that already holds a run; overwrite the --html file");
+               "Reuse a run directory that already holds a run; overwrite the --trace and --html "
+               "files");
   cli::AddViewOptions(app, v, false);
   if (dd == args.end()) app.prefix_command();
   if (auto rc = cli::Parse(app, opts)) return *rc;
