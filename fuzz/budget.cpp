@@ -23,7 +23,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const char* const kFormats[] = {"table", "json", "md", "junit"};
   const std::string budget = kprof::fuzz::WriteScratch("budget.json", data, size);
   try {
-    (void)kprof::CmdCheck({summary, "--budget", budget, "--format", kFormats[size % 4], "-o", out});
+    // --force: the output of the previous input is replaced (without it, every input after the
+    // first would stop at "check.out: already exists" before the budget is parsed).
+    (void)kprof::CmdCheck(
+        {summary, "--budget", budget, "--format", kFormats[size % 4], "-o", out, "--force"});
   } catch (const kprof::InputError&) {
     // The command turns input errors into exit code 2; one escaping is still not a crash.
   }

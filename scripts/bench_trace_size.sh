@@ -10,7 +10,7 @@ trap 'rm -rf "$tmp"' EXIT
 echo "| run | trace events | trace bytes | bytes/event | kprof file bytes |"
 echo "|---|---|---|---|---|"
 for run in examples/default-run tests/fixtures/gpu/nvtx_threads tests/fixtures/gpu/storm_2k; do
-  "$kprof" report "$run" --no-hints --trace "$tmp/t.json" --format json >/dev/null 2>&1
+  "$kprof" report "$run" --no-hints --trace "$tmp/t.json" --force --format json >/dev/null 2>&1
   python3 - "$run" "$tmp/t.json" <<'PY'
 import json, os, sys
 run, trace = sys.argv[1], sys.argv[2]

@@ -36,9 +36,13 @@ std::vector<std::pair<std::string, std::string>> TotalsLines(const RunSummary& s
 /// JSON summary as a string (the same document WriteReport writes for Format::Json).
 std::string ReportJson(const Run& run, const Analysis& analysis, const std::vector<Hint>& hints);
 
-/// Writes a Chrome trace of the timeline's run to `path` (".gz" suffix: gzip). Throws InputError
-/// on I/O error.
-void WriteChromeTrace(const std::string& path, const Timeline& timeline);
+/// Writes a Chrome trace of the timeline's run to `path` (".gz" suffix: gzip) through an
+/// OutputFile: an existing file is replaced only with `force`, a symlink there is never followed.
+/// Throws InputError (the OutputFile checks, I/O errors).
+void WriteChromeTrace(const std::string& path, const Timeline& timeline, bool force = false);
+/// Same, into an OutputFile opened by the caller (its place checked before the work); commits it.
+class OutputFile;
+void WriteChromeTrace(OutputFile& out, const Timeline& timeline);
 /// Same, to a stream (uncompressed).
 void WriteChromeTrace(std::ostream& out, const Timeline& timeline);
 

@@ -14,7 +14,9 @@ namespace kprof {
 ///   - its directory does not exist                 "PATH: directory DIR does not exist"
 ///   - the temporary file cannot be created         "PATH: cannot create (REASON)"
 /// The destination is never opened or followed: a symlink planted there is replaced by the new
-/// file (with --force), never written through.
+/// file (with --force), never written through. The exception is a character device or a FIFO
+/// (/dev/null, /dev/stdout on a terminal or a pipe): that is a stream, written directly (no
+/// temporary file, no --force needed), since renaming over it would replace the device node.
 class OutputFile {
  public:
   OutputFile(std::string path, bool force);
@@ -35,6 +37,7 @@ class OutputFile {
   std::string path_, temp_;
   std::ofstream out_;
   bool committed_ = false;
+  bool direct_ = false;  ///< a device or FIFO: written in place
 };
 
 }  // namespace kprof

@@ -80,7 +80,8 @@ Run ReadInputs(const std::vector<std::string>& paths);
 uint32_t RepNumber(std::string_view dir_name);
 
 /// Writes a whole ProcessTrace as a kprof run file (tests, fixtures, conversions).
-/// Throws InputError if the file cannot be written.
+/// Throws InputError if the file cannot be written or something already exists at `path`
+/// (FileWriter::Open: never truncated, never followed).
 void WriteRunFile(const std::string& path, const ProcessTrace& trace);
 
 /// Streaming writer used by the agent and by WriteRunFile. Thread-compatible (one writer
@@ -93,7 +94,9 @@ class FileWriter {
   FileWriter(const FileWriter&) = delete;
   FileWriter& operator=(const FileWriter&) = delete;
 
-  /// Opens (creates/truncates) the file and writes the header. Returns false on failure.
+  /// Creates the file and writes the header. Returns false (errno set) on failure, and when
+  /// anything already exists at `path`: a file is never truncated, a symbolic link planted
+  /// there never followed (O_CREAT|O_EXCL|O_NOFOLLOW).
   bool Open(const std::string& path);
   bool IsOpen() const { return fd_ >= 0; }
   /// Writes a Meta block with these key/value pairs.

@@ -284,6 +284,8 @@ int CmdCheck(const std::vector<std::string>& args) {
                  "--write-budget: budget the N most expensive kernels (default 20)");
   app.add_option("--format", format, "table|json|md|junit (default table)");
   app.add_option("-o,--output", output, "Write the result to FILE instead of stdout");
+  bool force = false;
+  app.add_flag("--force", force, "Overwrite the -o and --write-budget files if they exist");
   if (auto rc = cli::Parse(app, args)) return *rc;
 
   auto usage = [](const std::string& msg) { return cli::UsageError("check", msg); };
@@ -293,6 +295,10 @@ int CmdCheck(const std::vector<std::string>& args) {
   if (!fmt_kind) return usage("--format: expected table, json, md or junit, got '" + format + "'");
 
   try {
+    // The output files' places are checked before the runs are read.
+    cli::ResultOutput result(output, force);
+    std::optional<cli::ResultOutput> budget_file;
+    if (!write_path.empty()) budget_file.emplace(write_path, force);
     const std::vector<RunDigest> runs = LoadAllRuns(inputs);
 
     if (!write_path.empty()) {
@@ -310,14 +316,14 @@ int CmdCheck(const std::vector<std::string>& args) {
           "written by kprof check --write-budget from {} run(s): medians + {} (times, memory), "
           "+ {} (counts)",
           runs.size(), FormatPercent(o.margin).substr(1), FormatPercent(o.count_margin).substr(1));
-      cli::WriteOutput(write_path, BudgetJson(b, comment));
+      budget_file->Write(BudgetJson(b, comment));
       const int run_limits = b.max_wall_ns.has_value() + b.max_kernels.has_value() +
                              b.max_syncs.has_value() + b.max_peak_memory_bytes.has_value() +
                              b.max_hint_severity.has_value();
       const std::string note =
           fmt::format("kprof check: wrote {} ({} run limits, {} ops, {} kernels) from {} run(s)\n",
                       write_path, run_limits, b.ops.size(), b.kernels.size(), runs.size());
-      cli::WriteOutput(output, note);
+      result.Write(note);
       return kExitOk;
     }
 
@@ -330,11 +336,10 @@ int CmdCheck(const std::vector<std::string>& args) {
       throw InputError(what.rfind(budget_path + ":", 0) == 0 ? what : budget_path + ": " + what);
     }
     const CheckResult r = CheckBudget(runs, budget);
-    cli::WriteOutput(output,
-                     cli::RenderCi(*fmt_kind, {[&] { return CheckTable(r, budget_path); },
-                                               [&] { return CheckJson(r, budget_path); },
-                                               [&] { return CheckMarkdown(r, budget_path); },
-                                               [&] { return CheckJunit(r, budget_path); }}));
+    result.Write(cli::RenderCi(*fmt_kind, {[&] { return CheckTable(r, budget_path); },
+                                           [&] { return CheckJson(r, budget_path); },
+                                           [&] { return CheckMarkdown(r, budget_path); },
+                                           [&] { return CheckJunit(r, budget_path); }}));
     return r.Failed() ? kExitRegression : kExitOk;
   } catch (const InputError& e) {
     return cli::UsageError("check", e.what());

@@ -6,14 +6,15 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "kprof/compare.h"
+#include "kprof/output_file.h"
 #include "kprof/trace.h"
 
 namespace kprof::cli {
@@ -146,18 +147,27 @@ class TextTable {
   std::vector<std::vector<std::string>> rows_;
 };
 
-/// Writes `text` to `path`, or to stdout when `path` is empty or "-". Throws InputError.
-inline void WriteOutput(const std::string& path, const std::string& text) {
-  if (path.empty() || path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-    return;
+/// Where a command's result goes: stdout when `path` is empty or "-", else a file written
+/// through OutputFile. Made before the work, so that a bad path (a directory, an existing file
+/// without --force, a missing directory) fails at once: InputError naming the path.
+class ResultOutput {
+ public:
+  ResultOutput(const std::string& path, bool force) {
+    if (!path.empty() && path != "-") file_ = std::make_unique<OutputFile>(path, force);
   }
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw InputError(path + ": cannot open for writing");
-  f.write(text.data(), static_cast<std::streamsize>(text.size()));
-  f.close();
-  if (!f) throw InputError(path + ": write failed");
-}
+  /// Writes `text` (once). Throws InputError on a write error.
+  void Write(const std::string& text) {
+    if (!file_) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+      return;
+    }
+    file_->stream().write(text.data(), static_cast<std::streamsize>(text.size()));
+    file_->Commit();
+  }
+
+ private:
+  std::unique_ptr<OutputFile> file_;
+};
 
 }  // namespace kprof::cli

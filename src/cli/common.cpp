@@ -26,6 +26,15 @@ void Error(const std::string& cmd, const std::string& message) {
   std::fprintf(stderr, "kprof %s: %s\n", cmd.c_str(), message.c_str());
 }
 
+void WarnIncomplete(const std::string& cmd, const Run& run) {
+  for (const auto& p : run.processes) {
+    if (!p.complete)
+      Error(cmd, "warning: " + p.source +
+                     ": incomplete: the process ended without finishing its file (killed?); "
+                     "records up to the last flush are kept");
+  }
+}
+
 int UsageError(const std::string& cmd, const std::string& message) {
   Error(cmd, message);
   return kExitUsage;

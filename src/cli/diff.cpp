@@ -502,7 +502,7 @@ int CmdDiff(const std::vector<std::string>& args) {
   std::string html;
   bool force = false;
   app.add_option("--html", html, "Also write the comparison as a self-contained HTML page");
-  app.add_flag("--force", force, "Overwrite the --html file if it exists");
+  app.add_flag("--force", force, "Overwrite the -o and --html files if they exist");
   if (auto rc = cli::Parse(app, args)) return *rc;
 
   auto usage = [](const std::string& msg) { return cli::UsageError("diff", msg); };
@@ -533,15 +533,16 @@ int CmdDiff(const std::vector<std::string>& args) {
   if (!fmt_kind) return usage("--format: expected table, json, md or junit, got '" + format + "'");
 
   try {
-    std::optional<OutputFile> page;  // its place is checked before the runs are read
+    // The output files' places are checked before the runs are read.
+    cli::ResultOutput result(output, force);
+    std::optional<OutputFile> page;
     if (!html.empty()) page.emplace(html, force);
     const std::vector<RunDigest> base = LoadAllRuns(base_paths);
     const std::vector<RunDigest> now = LoadAllRuns(new_paths);
     const DiffResult r = Diff(base, now, opts);
-    cli::WriteOutput(output, cli::RenderCi(*fmt_kind, {[&] { return DiffTable(r, top); },
-                                                       [&] { return DiffJson(r); },
-                                                       [&] { return DiffMarkdown(r, top); },
-                                                       [&] { return DiffJunit(r); }}));
+    result.Write(cli::RenderCi(
+        *fmt_kind, {[&] { return DiffTable(r, top); }, [&] { return DiffJson(r); },
+                    [&] { return DiffMarkdown(r, top); }, [&] { return DiffJunit(r); }}));
     if (page) {
       HtmlOptions ho;
       ho.title = "kprof diff: " + fmt::format("{}", fmt::join(base_paths, " ")) + " vs " +

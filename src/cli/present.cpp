@@ -5,9 +5,7 @@
 #include <malloc.h>
 #endif
 
-#include <fstream>
 #include <iostream>
-#include <optional>
 
 #include "kprof/analysis.h"
 #include "kprof/hints.h"
@@ -44,11 +42,22 @@ void AddViewOptions(CLI::App& app, ViewOptions& v, bool with_output) {
   app.add_flag("--no-hints", v.no_hints, "Do not compute bottleneck hints");
   if (with_output) {
     app.add_option("-o,--output", v.output, "Write the report to this file");
-    app.add_flag("--force", v.force, "Overwrite the --html file if it exists");
+    app.add_flag("--force", v.force, "Overwrite the -o, --trace and --html files if they exist");
   }
 }
 
-void Present(const Run& run, const ViewOptions& v, const std::string& saved_to) {
+ViewOutputs OpenOutputs(const ViewOptions& v) {
+  auto open = [&](const std::string& path) {
+    return path.empty() ? nullptr : std::make_unique<OutputFile>(path, v.force);
+  };
+  ViewOutputs out;
+  out.report = open(v.quiet ? std::string() : v.output);
+  out.trace = open(v.trace);
+  out.html = open(v.html);
+  return out;
+}
+
+void Present(const Run& run, const ViewOptions& v, const std::string& saved_to, ViewOutputs& out) {
   AnalysisOptions ao;
   auto by = ParseGroupBy(v.by);
   if (!by) throw InputError("--by " + v.by + ": expected kernel|op|range-path|stream|device");
@@ -66,9 +75,6 @@ void Present(const Run& run, const ViewOptions& v, const std::string& saved_to) 
   else
     throw InputError("--sort " + v.sort + ": expected gpu|calls|cpu|name");
   ao.filter = v.filter;
-  // The HTML file's place is checked before the work: a bad path fails at once.
-  std::optional<OutputFile> html;
-  if (!v.html.empty()) html.emplace(v.html, v.force);
   // JSON and CSV are for programs: every row. Tables show the top rows.
   ao.top = (*fmt == Format::Json || *fmt == Format::Csv) ? 0 : v.top;
 
@@ -93,25 +99,23 @@ void Present(const Run& run, const ViewOptions& v, const std::string& saved_to) 
   ro.saved_to = saved_to;
   if (v.quiet) {
     // Nothing printed; the files asked for below are still written.
-  } else if (!v.output.empty()) {
-    std::ofstream f(v.output);
-    if (!f) throw InputError(v.output + ": cannot create");
-    WriteReport(f, run, an, hints, ro);
-    if (!f.flush()) throw InputError(v.output + ": write error");
+  } else if (out.report) {
+    WriteReport(out.report->stream(), run, an, hints, ro);
+    out.report->Commit();
   } else {
     ro.color = ::isatty(1) != 0;
     WriteReport(std::cout, run, an, hints, ro);
     std::cout.flush();
   }
-  if (!v.trace.empty()) {
-    WriteChromeTrace(v.trace, timeline);
+  if (out.trace) {
+    WriteChromeTrace(*out.trace, timeline);
     std::cerr << "kprof: Chrome trace written to " << v.trace << "\n";
   }
-  if (html) {
+  if (out.html) {
     HtmlOptions ho;
     ho.title = "kprof report: " + (saved_to.empty() ? RunTitle(run) : saved_to);
-    WriteHtmlPage(html->stream(), ho.title, HtmlReportData(timeline, hints, ho));
-    html->Commit();
+    WriteHtmlPage(out.html->stream(), ho.title, HtmlReportData(timeline, hints, ho));
+    out.html->Commit();
     std::cerr << "kprof: HTML report written to " << v.html << "\n";
   }
 }

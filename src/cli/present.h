@@ -2,8 +2,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
 
+#include "kprof/output_file.h"
 #include "kprof/trace.h"
 
 namespace kprof::cli {
@@ -17,7 +19,7 @@ struct ViewOptions {
   std::string trace;   ///< write a Chrome trace here too
   std::string output;  ///< write the report here instead of stdout
   std::string html;    ///< write the HTML report here too
-  bool force = false;  ///< overwrite an existing --html file
+  bool force = false;  ///< overwrite existing -o, --trace and --html files
   bool no_hints = false;
   bool quiet = false;  ///< kprof run --quiet: no report printed; --trace and --html still written
 };
@@ -26,7 +28,18 @@ struct ViewOptions {
 /// for report; kprof run has its own --force, which also sets `force`).
 void AddViewOptions(CLI::App& app, ViewOptions& v, bool with_output);
 
-/// Analyses `run` and writes the report. Throws InputError on a bad option value or I/O error.
-void Present(const Run& run, const ViewOptions& v, const std::string& saved_to);
+/// The files a view writes, each an OutputFile (null when not asked for): opening them checks
+/// their places (a directory, an existing file without --force, a missing directory), so a bad
+/// path fails before the work. Throws InputError naming the path.
+struct ViewOutputs {
+  std::unique_ptr<OutputFile> report;  ///< -o
+  std::unique_ptr<OutputFile> trace;   ///< --trace
+  std::unique_ptr<OutputFile> html;    ///< --html
+};
+ViewOutputs OpenOutputs(const ViewOptions& v);
+
+/// Analyses `run` and writes the report (to stdout, or to out.report), the trace and the page.
+/// Throws InputError on a bad option value or I/O error.
+void Present(const Run& run, const ViewOptions& v, const std::string& saved_to, ViewOutputs& out);
 
 }  // namespace kprof::cli

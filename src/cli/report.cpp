@@ -16,8 +16,10 @@ int CmdReport(const std::vector<std::string>& args) {
   cli::AddViewOptions(app, v, true);
   if (auto rc = cli::Parse(app, args)) return *rc;
   try {
+    cli::ViewOutputs out = cli::OpenOutputs(v);  // a bad output path fails before the reading
     Run run = ReadInputs(files);
-    cli::Present(run, v, "");
+    cli::WarnIncomplete("report", run);
+    cli::Present(run, v, "", out);
   } catch (const InputError& e) {
     return cli::UsageError("report", e.what());
   }

@@ -15,12 +15,13 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <optional>
+#include <utility>
 
 #include "cli/common.h"
 #include "cli/present.h"
 #include "kprof/cli.h"
 #include "kprof/output.h"
-#include "kprof/output_file.h"
 
 extern char** environ;
 
@@ -72,6 +73,24 @@ std::vector<std::string> RunFiles(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir, ec))
     if (e.is_regular_file() && e.path().extension() == ".kprof") files.push_back(e.path());
   return files;
+}
+
+/// Why `dir` cannot be a run directory ("" when it can: absent, or a directory). A symbolic
+/// link is refused: kprof writes where it was told, not where a link planted there points.
+std::string BadRunDir(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();  // "link/" would follow the link
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) return "";
+  if (S_ISLNK(st.st_mode)) return dir + ": is a symbolic link; give the directory itself";
+  if (!S_ISDIR(st.st_mode)) return dir + ": exists and is not a directory";
+  return "";
+}
+
+/// The identity of a directory (not followed through a link), to notice it replaced or removed.
+std::optional<std::pair<dev_t, ino_t>> DirIdentity(const std::string& dir) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+  return std::make_pair(st.st_dev, st.st_ino);
 }
 
 struct Launch {
@@ -210,7 +229,8 @@ int CmdRun(const std::vector<std::string>& args) {
       ->check(CLI::Range(1, 1000));
   app.add_flag("-q,--quiet", quiet, "Print no report (the run is still saved)");
   app.add_flag("--force", force,
-               "Reuse a run directory that already holds a run; overwrite the --html file");
+               "Reuse a run directory that already holds a run; overwrite the --trace and --html "
+               "files");
   cli::AddViewOptions(app, v, false);
   if (dd == args.end()) app.prefix_command();
   if (auto rc = cli::Parse(app, opts)) return *rc;
@@ -228,14 +248,12 @@ int CmdRun(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   v.force = force;
-  if (!v.html.empty()) {
-    // The HTML file's place is checked before the program runs (and again when it is written).
-    try {
-      OutputFile probe(v.html, force);
-    } catch (const InputError& e) {
-      cli::Error("run", e.what());
-      return kExitUsage;
-    }
+  try {
+    // The places of --trace and --html are checked before the program runs (and again when
+    // they are written); the temporary files of this probe are removed at once.
+    cli::OpenOutputs(v);
+  } catch (const InputError& e) {
+    return cli::UsageError("run", e.what());
   }
   const std::string agent = FindAgent();
   if (agent.empty()) {
@@ -245,6 +263,10 @@ int CmdRun(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   if (out_dir.empty()) out_dir = DefaultOutputDir();
+  for (int rep = 0; rep <= (repeat > 1 ? repeat : 0); ++rep) {
+    const std::string why = BadRunDir(rep == 0 ? out_dir : out_dir + "/rep" + std::to_string(rep));
+    if (!why.empty()) return cli::UsageError("run", why);
+  }
 
   if (force) {
     // Repetitions of an earlier run in the same directory would be read as runs of this one.
@@ -272,6 +294,13 @@ int CmdRun(const std::vector<std::string>& args) {
       }
       for (const auto& f : old) fs::remove(f, ec);
     }
+    // The directory as the program starts: if it is removed or replaced while the program
+    // runs, what the agent wrote went with it.
+    const auto identity = DirIdentity(dir);
+    if (!identity) {
+      const std::string why = BadRunDir(dir);
+      return cli::UsageError("run", why.empty() ? dir + ": cannot create" : why);
+    }
     std::string abs_dir = fs::absolute(dir).string();
     std::vector<std::string> env = {"CUDA_INJECTION64_PATH=" + agent,
                                     "NVTX_INJECTION64_PATH=" + agent,
@@ -293,6 +322,10 @@ int CmdRun(const std::vector<std::string>& args) {
                    static_cast<int>(g_stop), rep, repeat);
     if (stop) repeat = rep;  // the report below (if any) is of this last repetition
 
+    if (DirIdentity(dir) != identity) {
+      cli::Error("run", dir + " was removed while the program ran: its recording is lost");
+      continue;
+    }
     auto files = RunFiles(dir);
     if (files.empty()) {
       std::fprintf(stderr, "kprof run: nothing recorded: %s\n", WhyNothing(agent, dir).c_str());
@@ -301,6 +334,7 @@ int CmdRun(const std::vector<std::string>& args) {
     if (quiet && rep < repeat) continue;  // only the last repetition is read back
     try {
       Run run = ReadInputs({dir});
+      cli::WarnIncomplete("run", run);
       size_t records = 0;
       std::string displaced;
       for (const auto& p : run.processes) {
@@ -325,7 +359,10 @@ int CmdRun(const std::vector<std::string>& args) {
       // --quiet prints no report, but the --trace and --html files asked for are written.
       v.quiet = quiet;
       const bool outputs = !v.trace.empty() || !v.html.empty();
-      if ((!quiet || outputs) && rep == repeat) cli::Present(run, v, dir);
+      if ((!quiet || outputs) && rep == repeat) {
+        cli::ViewOutputs out = cli::OpenOutputs(v);
+        cli::Present(run, v, dir, out);
+      }
     } catch (const InputError& e) {
       cli::Error("run", e.what());
     }

@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "kprof/output_file.h"
+
 namespace kprof {
 namespace chrome {
 
@@ -54,8 +56,9 @@ class StreamSink : public Sink {
 
 class GzipSink : public Sink {
  public:
-  explicit GzipSink(const std::string& path) : path_(path) {
-    gz_ = gzopen(path.c_str(), "wb6");
+  /// Writes `file`; messages name `path` (the destination that `file` is renamed to).
+  GzipSink(const std::string& file, const std::string& path) : path_(path) {
+    gz_ = gzopen(file.c_str(), "wb6");
     if (gz_ == nullptr) throw InputError(path + ": cannot open for writing");
     gzbuffer(gz_, 1u << 18);
   }
@@ -96,19 +99,21 @@ void WriteChromeTrace(std::ostream& out, const Timeline& timeline) {
   ChromeWriter(sink, timeline).Write();
 }
 
-void WriteChromeTrace(const std::string& path, const Timeline& timeline) {
-  if (EndsWith(path, ".gz")) {
-    GzipSink sink(path);
+void WriteChromeTrace(OutputFile& out, const Timeline& timeline) {
+  if (EndsWith(out.path(), ".gz")) {
+    GzipSink sink(out.temp_path(), out.path());
     ChromeWriter(sink, timeline).Write();
     sink.Close();
-    return;
+  } else {
+    StreamSink sink(out.stream());
+    ChromeWriter(sink, timeline).Write();
   }
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw InputError(path + ": cannot open for writing");
-  StreamSink sink(f);
-  ChromeWriter(sink, timeline).Write();
-  f.flush();
-  if (!f) throw InputError(path + ": write error");
+  out.Commit();
+}
+
+void WriteChromeTrace(const std::string& path, const Timeline& timeline, bool force) {
+  OutputFile out(path, force);
+  WriteChromeTrace(out, timeline);
 }
 
 }  // namespace kprof

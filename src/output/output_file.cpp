@@ -31,6 +31,13 @@ std::string BaseOf(const std::string& path) {
 OutputFile::OutputFile(std::string path, bool force) : path_(std::move(path)) {
   if (path_.empty()) throw InputError("output path is empty");
   struct stat st {};
+  if (::stat(path_.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
+    // A device or a pipe (/dev/null, /dev/stdout on a terminal or a pipe, a FIFO): a stream to
+    // write into, not a file to replace; renaming over it would replace the device node.
+    direct_ = true;
+    temp_ = path_;
+    return;
+  }
   if (::lstat(path_.c_str(), &st) == 0) {
     struct stat target {};
     const bool dir =
@@ -62,7 +69,7 @@ OutputFile::OutputFile(std::string path, bool force) : path_(std::move(path)) {
 }
 
 OutputFile::~OutputFile() {
-  if (committed_ || temp_.empty()) return;
+  if (committed_ || temp_.empty() || direct_) return;
   if (out_.is_open()) out_.close();
   ::unlink(temp_.c_str());
 }
@@ -84,7 +91,7 @@ void OutputFile::Commit() {
     if (!ok || out_.fail())
       throw InputError(path_ + ": write error (" + std::strerror(errno ? errno : EIO) + ")");
   }
-  if (::rename(temp_.c_str(), path_.c_str()) != 0)
+  if (!direct_ && ::rename(temp_.c_str(), path_.c_str()) != 0)
     throw InputError(path_ + ": cannot write (" + std::strerror(errno) + ")");
   committed_ = true;
 }

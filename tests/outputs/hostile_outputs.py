@@ -83,7 +83,7 @@ def main():
         if fmt == "csv":
             csv.field_size_limit(1 << 30)  # the 1 MB name is one field
             for by in ("kernel", "op"):
-                kprof(build, "report", run, "--format", "csv", "--by", by, "-o", out)
+                kprof(build, "report", run, "--format", "csv", "--by", by, "-o", out, "--force")
                 with open(out, encoding="utf-8", newline="") as f:  # strict UTF-8
                     rows = list(csv.reader(f, strict=True))
                 check(all(len(r) == len(rows[0]) for r in rows),

@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
     now += 100'000;
   }
   try {
+    std::remove(argv[1]);  // a test tool: replaces an earlier output (WriteRunFile never does)
     kprof::WriteRunFile(argv[1], t);
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "kprof_gen_hostile: %s\n", ex.what());

@@ -164,6 +164,7 @@ int main(int argc, char** argv) {
   }
   g.t.stats.records_written = g.t.records.size();
   try {
+    std::remove(out.c_str());  // a test tool: replaces an earlier output (WriteRunFile never does)
     kprof::WriteRunFile(out, g.t);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kprof_gen_run: %s\n", e.what());

@@ -79,7 +79,8 @@ TEST(KinetoCrossCheck, CliJsonKernelRowsMatchPyTorchKeyAverages) {
   ASSERT_FALSE(torch.empty());
   const std::string json_path = ::testing::TempDir() + "/kineto_kernels.json";
   const std::string cmd = std::string(KPROF_BINARY_DIR) + "/kprof report " + dir +
-                          "/mlp_train_free.trace.json.gz --by kernel --format json -o " + json_path;
+                          "/mlp_train_free.trace.json.gz --by kernel --format json --force -o " +
+                          json_path;
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::ifstream f(json_path);
   nlohmann::json doc = nlohmann::json::parse(f);

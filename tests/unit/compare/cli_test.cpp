@@ -136,9 +136,9 @@ TEST_F(DiffCli, SingleRunPerSidePositional) {
   const std::string out = dir / "out.txt";
   EXPECT_EQ(CmdDiff({a, b, "-o", out}), kExitRegression);
   EXPECT_NE(Slurp(out).find("single run per side: threshold only"), std::string::npos);
-  EXPECT_EQ(CmdDiff({a, a, "-o", out}), kExitOk);
+  EXPECT_EQ(CmdDiff({a, a, "-o", out, "--force"}), kExitOk);
   // A higher threshold lets the 20% through.
-  EXPECT_EQ(CmdDiff({a, b, "--threshold", "25%", "-o", out}), kExitOk);
+  EXPECT_EQ(CmdDiff({a, b, "--threshold", "25%", "-o", out, "--force"}), kExitOk);
 }
 
 TEST_F(DiffCli, RepDirectoryOfSummariesIsNotARunDirectory) {
@@ -234,7 +234,7 @@ TEST_F(CheckCli, BudgetPassFailAndWriteBudget) {
   Spec s;
   s.syncs_per_step = 2;
   const auto worse = WriteRuns(dir, "worse", s, 5, 7);
-  EXPECT_EQ(CmdCheck(Args({"--budget", budget, "--format", "json", "-o", out}, worse)),
+  EXPECT_EQ(CmdCheck(Args({"--budget", budget, "--format", "json", "-o", out, "--force"}, worse)),
             kExitRegression);
   const json j = json::parse(Slurp(out));
   EXPECT_EQ(j["result"], "fail");

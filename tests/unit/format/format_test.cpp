@@ -372,6 +372,45 @@ TEST(Inputs, DirectoryFilesAndErrors) {
   }
 }
 
+// The agent's run file (kprof.PID.kprof) is created, never truncated, never written through a
+// link: a file or a symbolic link planted at its name makes Open fail and leaves it as it was.
+TEST(Format, WriterNeverTruncatesAnExistingFile) {
+  TempDir d;
+  const std::string path = d / "kprof.7.kprof";
+  test::WriteAll(path, "planted");
+  FileWriter w;
+  errno = 0;
+  EXPECT_FALSE(w.Open(path));
+  EXPECT_EQ(errno, EEXIST);
+  EXPECT_FALSE(w.IsOpen());
+  EXPECT_EQ(test::ReadAll(path), "planted");
+  try {
+    WriteRunFile(path, Sample());
+    ADD_FAILURE() << "WriteRunFile overwrote " << path;
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": cannot create: File exists");
+  }
+  EXPECT_EQ(test::ReadAll(path), "planted");
+}
+
+TEST(Format, WriterNeverFollowsAPlantedLink) {
+  TempDir d;
+  const std::string target = d / "target", link = d / "kprof.7.kprof";
+  test::WriteAll(target, "victim");
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  FileWriter w;
+  EXPECT_FALSE(w.Open(link));
+  EXPECT_EQ(test::ReadAll(target), "victim");
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  // A dangling link is not followed either: nothing is created at its target.
+  const std::string absent = d / "absent", dangling = d / "kprof.8.kprof";
+  ASSERT_EQ(::symlink(absent.c_str(), dangling.c_str()), 0);
+  EXPECT_FALSE(w.Open(dangling));
+  EXPECT_FALSE(std::filesystem::exists(absent));
+  // A fresh name is created.
+  EXPECT_TRUE(w.Open(d / "kprof.9.kprof"));
+}
+
 }  // namespace
 }  // namespace kprof
 

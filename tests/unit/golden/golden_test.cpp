@@ -84,6 +84,7 @@ TEST_P(Golden, OutputMatches) {
   const std::string actual_dir = std::string(KPROF_BINARY_DIR) + "/golden-actual";
   std::filesystem::create_directories(actual_dir);
   const std::string actual = actual_dir + "/" + c.name;
+  std::filesystem::remove(actual);  // kprof never overwrites a --trace file without --force
   std::string args = c.args;
   const bool to_file = args.find("{OUT}") != std::string::npos;
   if (to_file) args.replace(args.find("{OUT}"), 5, actual);

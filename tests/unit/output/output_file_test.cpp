@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "kprof/trace.h"
 
@@ -129,6 +130,35 @@ TEST_F(OutputFileTest, CreatedFileHasTheUsualMode) {
   const mode_t mask = ::umask(0);
   ::umask(mask);
   EXPECT_EQ(st.st_mode & 0777, 0666 & ~mask);
+}
+
+// A device or a FIFO is a stream, not a file to replace: `-o /dev/null` writes into it (no
+// --force, no temporary file next to it), and the device node stays what it was.
+TEST_F(OutputFileTest, DeviceAndFifoAreWrittenInPlace) {
+  {
+    OutputFile f("/dev/null", false);
+    EXPECT_EQ(f.temp_path(), "/dev/null");
+    f.stream() << "discarded";
+    f.Commit();
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+
+  const std::string fifo = (dir_ / "pipe").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string got;
+  std::thread reader([&] { got = Slurp(fifo); });
+  {
+    OutputFile f(fifo, false);
+    f.stream() << "through the pipe";
+    f.Commit();
+  }
+  reader.join();
+  EXPECT_EQ(got, "through the pipe");
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(Entries(), 1u);
 }
 
 }  // namespace
