@@ -28,10 +28,15 @@ void Error(const std::string& cmd, const std::string& message) {
 
 void WarnIncomplete(const std::string& cmd, const Run& run) {
   for (const auto& p : run.processes) {
-    if (!p.complete)
-      Error(cmd, "warning: " + p.source +
-                     ": incomplete: the process ended without finishing its file (killed?); "
-                     "records up to the last flush are kept");
+    if (p.complete) continue;
+    std::string torn;
+    if (p.torn_tail_bytes > 0)
+      torn = " (its last block, " + std::to_string(p.torn_tail_bytes) +
+             " bytes, was cut short and is skipped)";
+    Error(cmd, "warning: " + p.source +
+                   ": incomplete: the process ended without finishing its file (killed?); "
+                   "records up to the last flush are kept" +
+                   torn);
   }
 }
 

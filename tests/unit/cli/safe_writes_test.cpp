@@ -231,5 +231,20 @@ TEST(SafeWrites, IncompleteFilesAreNamedOnStderr) {
       << r.output;
 }
 
+// A process killed inside a write leaves its last block cut short: the warning says so.
+TEST(SafeWrites, ATornLastBlockIsSaid) {
+  TempDir d;
+  const std::string file = WriteIncomplete(d / "kprof.7.kprof");
+  const std::string bytes = test::ReadAll(file);
+  const std::string torn = d / "kprof.8.kprof";
+  test::WriteAll(torn, bytes + bytes.substr(16, 20));  // a block header and 4 payload bytes
+  auto r = RunCommand(test::Kprof() + " report " + torn + " --format csv -o " + d / "r.csv");
+  EXPECT_EQ(r.status, kExitOk);
+  EXPECT_EQ(r.output, "kprof report: warning: " + torn +
+                          ": incomplete: the process ended without finishing its file (killed?); "
+                          "records up to the last flush are kept (its last block, 20 bytes, was "
+                          "cut short and is skipped)\n");
+}
+
 }  // namespace
 }  // namespace kprof
