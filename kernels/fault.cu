@@ -1,8 +1,11 @@
-// fault MODE PROGRESS_FILE [SECONDS]: the fault-matrix workload (docs/reliability.md, "Fault
-// matrix"). Launches `fault_kernel` as fast as it can in batches of 256, synchronizing after each
-// batch, and keeps a progress record in PROGRESS_FILE (mmap'ed, updated after every batch): its
-// pid, the kernels known complete and the seconds spent. The test that kills or disturbs the
+// fault MODE PROGRESS_FILE [SECONDS [PAUSE_MS]]: the fault-matrix workload (docs/reliability.md,
+// "Fault matrix"). Launches `fault_kernel` as fast as it can in batches of 256, synchronizing after
+// each batch, and keeps a progress record in PROGRESS_FILE (mmap'ed, updated after every batch):
+// its pid, the kernels known complete and the seconds spent. The test that kills or disturbs the
 // program compares what the run file kept with that record: the difference is what was lost.
+//
+// PAUSE_MS (default 0) is a pause after each batch: a program that launches slowly fills CUPTI's
+// buffers slowly, so that only the agent's periodic flush bounds what a kill loses.
 //
 // After SECONDS (default: forever, until killed) of launching, MODE says how the program ends:
 //   wait     keep launching until a signal ends it (SIGKILL, SIGTERM, ...)
@@ -47,11 +50,13 @@ static Progress* MapProgress(const char* path) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: fault wait|_exit|exec|reset|exit PROGRESS_FILE [SECONDS]\n");
+    std::fprintf(stderr,
+                 "usage: fault wait|_exit|exec|reset|exit PROGRESS_FILE [SECONDS [PAUSE_MS]]\n");
     return 2;
   }
   const std::string mode = argv[1];
   const double seconds = argc > 3 ? std::atof(argv[3]) : 1e30;
+  const long pause_ms = ArgOr(argc, argv, 4, 0);
   Progress* prog = MapProgress(argv[2]);
   prog->pid = getpid();
   int* d = nullptr;
@@ -68,6 +73,7 @@ int main(int argc, char** argv) {
     done += kBatch;
     prog->elapsed_ns = static_cast<int64_t>((NowSeconds() - start) * 1e9);
     prog->completed = done;
+    if (pause_ms > 0) usleep(static_cast<useconds_t>(pause_ms) * 1000);
   }
   prog->phase = 1;
   std::printf("fault: %lld kernels in %.3f s, now %s\n", static_cast<long long>(done),

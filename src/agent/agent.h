@@ -37,8 +37,9 @@ constexpr int kSignalFlushTimeoutMs = 3000;
 struct Agent {
   std::mutex init_mu;
   bool initialized = false;
-  std::atomic<bool> active{false};    // collecting
-  std::atomic<bool> finished{false};  // Finish() ran
+  std::atomic<bool> active{false};     // collecting
+  std::atomic<bool> finishing{false};  // Finish() started (in this process)
+  std::atomic<bool> finished{false};   // Finish() ran to its end (or gave up on a stuck writer)
   uint32_t kinds = kKindAll;
   std::string path;
   FileWriter writer;  // writer thread only (and Finish, after the writer thread stopped)

@@ -1,6 +1,15 @@
 // Signals: on SIGINT, SIGTERM, SIGSEGV and the like the agent flushes what it has (or finishes
 // the file when the signal will end the program), then lets the program's own handling or the
 // default action proceed. The handler only talks to a signal thread through a pipe.
+//
+// The thread a signal interrupts may be inside a CUDA call, holding locks that CUPTI's flush
+// needs: a handler that waits there for a flush waits for itself (measured on the H100: a
+// SIGTERM to a program launching flat out timed the forced flush out after 5 s and lost the
+// buffers it held). So for the asynchronous signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT) the
+// handler never waits: with the default action the signal thread finishes the file and then
+// raises the signal again with the default action restored; with the program's own handler it
+// flushes beside the program, which goes on at once. Only faults of the interrupted thread
+// itself (SIGSEGV, SIGBUS, SIGABRT), after which that thread cannot go on, wait in the handler.
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -25,6 +34,14 @@ void BlockSignalsInThisThread() {
 
 namespace {
 
+bool ProgramHandles(const struct sigaction& old) {
+  return (old.sa_flags & SA_SIGINFO) ? old.sa_sigaction != nullptr
+                                     : (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN);
+}
+
+// Faults of the interrupted thread: it cannot go on, so the handler waits for the flush there.
+bool Synchronous(int sig) { return sig == SIGSEGV || sig == SIGBUS || sig == SIGABRT; }
+
 void SignalThreadLoop() {
   BlockSignalsInThisThread();
   Agent& a = A();
@@ -35,42 +52,52 @@ void SignalThreadLoop() {
       if (n < 0 && errno == EINTR) continue;
       return;
     }
-    struct sigaction& old = a.old_actions[sig];
-    bool program_handles = (old.sa_flags & SA_SIGINFO)
-                               ? old.sa_sigaction != nullptr
-                               : (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN);
-    if (program_handles) {
+    const struct sigaction& old = a.old_actions[sig];
+    if (ProgramHandles(old)) {
       // The program decides what happens next (Python raises KeyboardInterrupt, ...): only
       // flush; the exit path finishes the file.
       FlushWithTimeout(0, kSignalFlushTimeoutMs);
       WaitDrained(kSignalFlushTimeoutMs);
     } else if (old.sa_handler != SIG_IGN) {
       Finish("signal " + std::to_string(sig));
+      if (!Synchronous(sig)) {
+        // The handler returned at once; now end the program as the signal would have.
+        sigaction(sig, &old, nullptr);
+        kill(getpid(), sig);
+      }
     }
-    unsigned char ack = 1;
-    ssize_t w = write(a.ack_pipe[1], &ack, 1);
-    (void)w;
+    if (Synchronous(sig)) {
+      unsigned char ack = 1;
+      ssize_t w = write(a.ack_pipe[1], &ack, 1);
+      (void)w;
+    }
   }
 }
 
 void OnSignal(int sig, siginfo_t* info, void* ctx) {
   int saved_errno = errno;
   Agent& a = A();
+  struct sigaction& old = a.old_actions[sig];
   // A child forked without exec inherits this handler and the pipes, but not the threads:
   // only the process that started the agent talks to its signal thread.
-  if (a.active && a.sig_pipe[1] >= 0 && getpid() == a.pid) {
+  const bool ours = a.active && a.sig_pipe[1] >= 0 && getpid() == a.pid;
+  if (ours) {
     unsigned char s = static_cast<unsigned char>(sig);
     if (write(a.sig_pipe[1], &s, 1) == 1) {
-      struct pollfd pfd = {a.ack_pipe[0], POLLIN, 0};
-      int timeout = kExitFlushTimeoutMs + kSignalFlushTimeoutMs;
-      if (poll(&pfd, 1, timeout) > 0) {
-        unsigned char ack;
-        ssize_t r = read(a.ack_pipe[0], &ack, 1);
-        (void)r;
+      if (Synchronous(sig)) {
+        struct pollfd pfd = {a.ack_pipe[0], POLLIN, 0};
+        int timeout = kExitFlushTimeoutMs + kSignalFlushTimeoutMs;
+        if (poll(&pfd, 1, timeout) > 0) {
+          unsigned char ack;
+          ssize_t r = read(a.ack_pipe[0], &ack, 1);
+          (void)r;
+        }
+      } else if (!ProgramHandles(old) && old.sa_handler != SIG_IGN) {
+        errno = saved_errno;
+        return;  // the signal thread finishes the file and raises the signal again
       }
     }
   }
-  struct sigaction& old = a.old_actions[sig];
   errno = saved_errno;
   if (old.sa_flags & SA_SIGINFO) {
     if (old.sa_sigaction != nullptr) old.sa_sigaction(sig, info, ctx);

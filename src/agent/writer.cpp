@@ -2,6 +2,7 @@
 // the writer thread that converts completed buffers and appends them to the file, the periodic
 // flusher, flushes with a timeout, and Finish, the end of collection (at exit or on a signal).
 #include <cupti.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -237,7 +238,19 @@ bool WaitDrained(int timeout_ms) {
 // Ends collection: forced flush, drain, final stats and End block. Idempotent.
 void Finish(const std::string& reason) {
   Agent& a = A();
-  if (!a.active.exchange(false)) return;
+  if (!a.active.exchange(false)) {
+    // The signal thread is finishing the file (a signal arrived) while the program exits on its
+    // own: wait for it, so that the exit does not cut the file short. Not in a forked child,
+    // whose parent's Finish is not ours to wait for.
+    if (a.finishing && getpid() == a.pid) {
+      const auto until =
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(3 * kExitFlushTimeoutMs);
+      while (!a.finished && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return;
+  }
+  a.finishing = true;
   bool flushed = FlushWithTimeout(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, kExitFlushTimeoutMs);
   {
     std::lock_guard<std::mutex> lock(a.flusher_mu);
@@ -273,6 +286,7 @@ void Finish(const std::string& reason) {
     a.writer_thread.join();
   } else {
     a.writer_thread.detach();
+    a.finished = true;
     return;  // the writer is stuck: leave the file as it is (readable up to its last block)
   }
   size_t outstanding;
@@ -281,10 +295,16 @@ void Finish(const std::string& reason) {
     outstanding = a.outstanding;
   }
   MetaList meta{{"exit_reason", reason}};
-  if (!flushed) meta.emplace_back("flush_timeout", "1");
-  // Buffers handed to CUPTI that never came back after a forced flush, or buffers that are
-  // not ours: another CUPTI client (torch.profiler, a second tool) took over the activity API.
-  if (outstanding > 0 || a.foreign_buffers > 0) {
+  if (!flushed) {
+    meta.emplace_back("flush_timeout", "1");
+    meta.emplace_back(
+        "flush_timeout_detail",
+        "the final flush did not return within " + std::to_string(kExitFlushTimeoutMs) + " ms; " +
+            std::to_string(outstanding) + " activity buffer(s) held by CUPTI were not written");
+  }
+  // Buffers that never came back although the forced flush returned, or buffers that are not
+  // ours: another CUPTI client (torch.profiler, a second tool) took over the activity API.
+  if ((flushed && outstanding > 0) || a.foreign_buffers > 0) {
     meta.emplace_back("displaced", "1");
     meta.emplace_back("displaced_detail",
                       std::to_string(outstanding) + " activity buffer(s) never returned, " +

@@ -28,6 +28,8 @@ void Error(const std::string& cmd, const std::string& message) {
 
 void WarnIncomplete(const std::string& cmd, const Run& run) {
   for (const auto& p : run.processes) {
+    if (auto it = p.meta.find("flush_timeout_detail"); it != p.meta.end())
+      Error(cmd, "warning: " + p.source + ": " + it->second);
     if (p.complete) continue;
     std::string torn;
     if (p.torn_tail_bytes > 0)
