@@ -6,6 +6,10 @@
 // The run file is then read back: every record exactly once. scripts/sanitize.sh thread runs this
 // under ThreadSanitizer (docs/reliability.md).
 #include <cupti.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -242,6 +246,54 @@ TEST_F(AgentWriter, NoBufferIsHandedOutOrAwaitedAfterTheEnd) {
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
   EXPECT_LE(A().allocated, 2u);
+}
+
+// A SIGTERM that lands on a thread inside a CUDA call, holding a lock CUPTI's flush needs (here
+// the fake CUPTI's lock): the agent must not wait for the flush inside the handler, or the flush
+// waits for the handler (seen on the H100 as a 5 s flush timeout that lost the buffers CUPTI
+// held). The handler returns, the thread leaves its "CUDA call", the signal thread finishes the
+// file and ends the program with SIGTERM. In a child process, which the signal ends.
+TEST(AgentSignals, SigtermInsideACudaCallFinishesTheFileAndEndsTheProgram) {
+  kprof::test::TempDir dir;
+  const std::string path = dir / "kprof.1.kprof";
+  constexpr int kRecords = 1000;
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    g_cupti = new FakeCupti();
+    kprof::agent::g_buffer_bytes = 64 * kStride;
+    g_agent = new Agent();
+    Agent& a = A();
+    a.path = path;
+    if (!a.writer.Open(a.path)) _exit(3);
+    a.writer.WriteMeta({{"pid", "1"}});
+    a.flush_period_ms = 1000;
+    a.pid = getpid();
+    a.active = true;
+    a.writer_thread = std::thread(kprof::agent::WriterLoop);
+    a.flusher_thread = std::thread(kprof::agent::FlusherLoop);
+    kprof::agent::InstallSignalHandlers();
+    for (uint32_t i = 1; i <= kRecords; ++i) g_cupti->Emit(1, i);
+    {
+      std::lock_guard<std::mutex> in_cuda_call(g_cupti->mu);
+      pthread_kill(pthread_self(), SIGTERM);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(20));
+    _exit(4);  // the signal never ended the program
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(WIFSIGNALED(st)) << "exit status " << (WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  EXPECT_EQ(WTERMSIG(st), SIGTERM);
+  EXPECT_LT(took, std::chrono::seconds(2)) << "the flush waited for the signal handler";
+  kprof::ProcessTrace p = kprof::ReadRunFile(path);
+  EXPECT_TRUE(p.complete);
+  EXPECT_EQ(p.meta["exit_reason"], "signal 15");
+  EXPECT_EQ(p.meta.count("flush_timeout"), 0u);
+  EXPECT_EQ(p.records.size(), size_t{kRecords});
 }
 
 }  // namespace
