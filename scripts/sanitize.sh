@@ -48,8 +48,8 @@ else
   fi
   cmake --build "$BUILD_DIR" -j"$JOBS" --target kprof_agent_writer_tests
   built=$(date +%s)
-  # Only this binary's tests carry a label here: the others were not built.
-  ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" -L cpu
+  # Only this binary's tests: the others were not built in this tree.
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" -L cpu -R '^(AgentWriter|AgentSignals)\.'
 fi
 end=$(date +%s)
 echo "sanitize: $MODE: build $((built - start)) s, tests $((end - built)) s ($BUILD_DIR)"
