@@ -17,19 +17,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import webdriver  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from pycheck import Failure, check  # noqa: E402
 
 HOSTILE_KERNEL = "</script><img src=x onerror=alert(1)>"
 HOSTILE_RANGE = "</script><script>window.__pwned=1</script> & \"q\" \\ '"
-
-
-class Failure(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Failure(what)
-    print("ok   " + what)
 
 
 class Ctx:

@@ -22,6 +22,9 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from pycheck import Failure, check  # noqa: E402
+
 
 def valid(b):
     """kprof's ValidUtf8: every invalid byte becomes one U+FFFD (Python's 'replace' agrees)."""
@@ -50,16 +53,6 @@ def display(b):
 
 def fit(s, width):
     return s if len(s) <= width else s[: width - 1] + "\u2026"
-
-
-class Failure(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Failure(what)
-    print("ok   " + what)
 
 
 def kprof(build, *args):
