@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
 #include <vector>
 
 #define CK(x)                                                                    \
@@ -154,23 +155,38 @@ int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "graph";
   for (int i = 2; i < argc; ++i) g_names |= std::strcmp(argv[i], "--names") == 0;
   const bool none = std::strcmp(mode, "none") == 0;
+  // PROBE_KINDS (comma list of kernel,memcpy,memset,graph; default: all, graph only in graph
+  // mode) and PROBE_CB=0 (no resource callbacks) isolate what a graph launch pays for.
+  const char* kinds_env = std::getenv("PROBE_KINDS");
+  std::string kinds = kinds_env ? kinds_env
+                                : (std::strcmp(mode, "graph") == 0 ? "kernel,memcpy,memset,graph"
+                                                                   : "kernel,memcpy,memset");
+  const bool callbacks =
+      !(std::getenv("PROBE_CB") && std::strcmp(std::getenv("PROBE_CB"), "0") == 0);
   if (!none) {
-    CUpti_SubscriberHandle sub;
-    CK(cuptiSubscribe(&sub, OnCallback, nullptr));
-    for (CUpti_CallbackId id :
-         {CUPTI_CBID_RESOURCE_GRAPH_CREATED, CUPTI_CBID_RESOURCE_GRAPH_CLONED,
-          CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED,
-          CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED, CUPTI_CBID_RESOURCE_GRAPH_NODE_UPDATED,
-          CUPTI_CBID_RESOURCE_GRAPH_NODE_SET_PARAMS,
-          CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING})
-      CK(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, id));
+    std::printf("kinds=%s callbacks=%d\n", kinds.c_str(), (int)callbacks);
+    if (callbacks) {
+      CUpti_SubscriberHandle sub;
+      CK(cuptiSubscribe(&sub, OnCallback, nullptr));
+      for (CUpti_CallbackId id :
+           {CUPTI_CBID_RESOURCE_GRAPH_CREATED, CUPTI_CBID_RESOURCE_GRAPH_CLONED,
+            CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED,
+            CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED, CUPTI_CBID_RESOURCE_GRAPH_NODE_UPDATED,
+            CUPTI_CBID_RESOURCE_GRAPH_NODE_SET_PARAMS,
+            CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING})
+        CK(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, id));
+    }
     CK(cuptiActivityRegisterCallbacks(BufReq, BufDone));
-    CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-    CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
-    CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
+    if (kinds.find("graph") != std::string::npos)
+      CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE));
+    if (kinds.find("kernel") != std::string::npos)
+      CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    if (kinds.find("memcpy") != std::string::npos)
+      CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
+    if (kinds.find("memset") != std::string::npos)
+      CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
     CK(cuptiActivityEnableRuntimeApi(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, 1));
     CK(cuptiActivityEnableDriverApi(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, 1));
-    if (std::strcmp(mode, "graph") == 0) CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE));
     if (std::strcmp(mode, "hw") == 0)
       std::printf("cuptiActivityEnableHWTrace(1) = %d\n", (int)cuptiActivityEnableHWTrace(1));
   }
