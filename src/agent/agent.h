@@ -18,10 +18,12 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "agent/cupti_setup.h"
+#include "kprof/record.h"
 #include "kprof/trace.h"
 
 namespace kprof::agent {
@@ -50,6 +52,9 @@ struct Agent {
   std::vector<uint8_t*> free_buffers;
   std::unordered_set<uint8_t*> ours;  // every buffer kprof allocated
   size_t outstanding = 0;             // handed to CUPTI, not yet returned
+  // Those buffers, each with the number of its lending (a buffer comes back and is lent again).
+  std::unordered_map<uint8_t*, uint64_t> lent;
+  uint64_t lendings = 0;
   size_t allocated = 0;
   bool pool_closed = false;  // the writer has stopped: no buffer comes back, none is handed out
 
@@ -82,6 +87,16 @@ struct Agent {
   std::atomic<uint64_t> buffers_completed{0};
   std::atomic<uint64_t> last_completed_ns{0};
 
+  // CUDA graphs (graphs.cpp): the mode, and the records the graph resource callbacks make on
+  // the application's threads, waiting for the writer (which interns their names).
+  bool graph_level = true;  // KPROF_GRAPH_TRACE: graph (one record per launch) | node
+  struct SideRecord {
+    Record rec;
+    std::string name;  // kernel name of a GraphNode record, interned by the writer
+  };
+  std::mutex side_mu;
+  std::vector<SideRecord> side;
+
   std::string subscriber_error;
   CUpti_SubscriberHandle subscriber = nullptr;
 
@@ -105,6 +120,12 @@ bool FlushWithTimeout(uint32_t flag, int timeout_ms);
 bool WaitDrained(int timeout_ms);
 void Finish(const std::string& reason);
 void AtExit();
+
+// graphs.cpp
+/// Enables the graph resource callbacks on `subscriber` (per callback id).
+bool EnableGraphCallbacks(CUpti_SubscriberHandle subscriber);
+/// Handles a graph resource callback (CUPTI_CB_DOMAIN_RESOURCE); false for any other cbid.
+bool OnGraphCallback(CUpti_CallbackId cbid, const void* data);
 
 // signals.cpp
 void BlockSignalsInThisThread();

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "agent/agent.h"
@@ -57,6 +58,7 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
     return;  // records dropped and counted by CUPTI
   }
   ++a.outstanding;
+  a.lent[buf] = ++a.lendings;
   *buffer = buf;
   *size = g_buffer_bytes;
 }
@@ -75,6 +77,7 @@ void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* buffer
       return;
     }
     --a.outstanding;
+    a.lent.erase(buffer);
   }
   ++a.buffers_completed;
   uint64_t now = 0;
@@ -135,6 +138,28 @@ void ProcessBuffer(Agent& a, Interner& strings, std::vector<Record>& staging, ui
   std::memset(buf, 0, valid);  // CUPTI was told buffers arrive zeroed
 }
 
+// Writes the records the graph callbacks made on the application's threads (graphs.cpp), with
+// the kernel names they carry.
+void WriteSideRecords(Agent& a, Interner& strings) {
+  std::vector<Agent::SideRecord> side;
+  {
+    std::lock_guard<std::mutex> lock(a.side_mu);
+    if (a.side.empty()) return;
+    side.swap(a.side);
+  }
+  if (a.writer.write_failure() != 0) return;
+  std::vector<Record> recs;
+  recs.reserve(side.size());
+  for (auto& s : side) {
+    if (!s.name.empty()) s.rec.name = strings.Intern(s.name);
+    recs.push_back(s.rec);
+  }
+  auto fresh = strings.TakeNew();
+  if (!fresh.empty()) a.writer.WriteStrings(fresh);
+  a.writer.WriteRecords(recs.data(), recs.size());
+  a.stats.records_written += recs.size();
+}
+
 }  // namespace
 
 void WriterLoop() {
@@ -153,6 +178,7 @@ void WriterLoop() {
       p = a.queue.front();
       a.queue.pop_front();
     }
+    WriteSideRecords(a, strings);
     if (a.writer.write_failure() == 0) {
       ProcessBuffer(a, strings, staging, p.buf, p.valid);
       if (const int err = a.writer.write_failure(); err != 0) {
@@ -178,6 +204,7 @@ void WriterLoop() {
     ++a.processed;
     a.drained_cv.notify_all();
   }
+  WriteSideRecords(a, strings);  // graphs made after the last buffer
 }
 
 // Periodic flush: completed buffers reach the file even when they are not full, so a crash
@@ -251,6 +278,14 @@ void Finish(const std::string& reason) {
     return;
   }
   a.finishing = true;
+  // The buffers CUPTI holds now: the forced flush must return every one of them. Buffers it asks
+  // for later hold work the program goes on doing while the file is finished (a signal is
+  // handled beside the program): not written, and no sign of another CUPTI client.
+  std::vector<std::pair<uint8_t*, uint64_t>> held;
+  {
+    std::lock_guard<std::mutex> lock(a.pool_mu);
+    held.assign(a.lent.begin(), a.lent.end());
+  }
   bool flushed = FlushWithTimeout(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, kExitFlushTimeoutMs);
   {
     std::lock_guard<std::mutex> lock(a.flusher_mu);
@@ -289,10 +324,14 @@ void Finish(const std::string& reason) {
     a.finished = true;
     return;  // the writer is stuck: leave the file as it is (readable up to its last block)
   }
-  size_t outstanding;
+  size_t outstanding, unreturned = 0;
   {
     std::lock_guard<std::mutex> lock(a.pool_mu);
     outstanding = a.outstanding;
+    for (const auto& [buf, lending] : held) {
+      auto it = a.lent.find(buf);
+      unreturned += it != a.lent.end() && it->second == lending;
+    }
   }
   MetaList meta{{"exit_reason", reason}};
   if (!flushed) {
@@ -304,10 +343,10 @@ void Finish(const std::string& reason) {
   }
   // Buffers that never came back although the forced flush returned, or buffers that are not
   // ours: another CUPTI client (torch.profiler, a second tool) took over the activity API.
-  if ((flushed && outstanding > 0) || a.foreign_buffers > 0) {
+  if ((flushed && unreturned > 0) || a.foreign_buffers > 0) {
     meta.emplace_back("displaced", "1");
     meta.emplace_back("displaced_detail",
-                      std::to_string(outstanding) + " activity buffer(s) never returned, " +
+                      std::to_string(unreturned) + " activity buffer(s) never returned, " +
                           std::to_string(a.foreign_buffers.load()) +
                           " foreign buffer(s) received; another CUPTI client (such as "
                           "torch.profiler) registered its own activity callbacks");

@@ -101,7 +101,15 @@ struct FakeCupti {
     for (auto& [stream, o] : open) {
       if (o.valid > 0 || (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0) CompleteLocked(o);
     }
+    // The program goes on launching while the file is finished: right after the forced flush,
+    // a thread asks for a new buffer, and keeps it.
+    if (lend_after_forced_flush && (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0) {
+      Open& o = open[99];
+      size_t max_records = 0;
+      if (o.buf == nullptr) kprof::agent::BufferRequested(&o.buf, &o.size, &max_records);
+    }
   }
+  bool lend_after_forced_flush = false;
 };
 
 FakeCupti* g_cupti = nullptr;
@@ -230,6 +238,19 @@ TEST_F(AgentWriter, FinishWhileApplicationThreadsStillRunLeavesAWholeFile) {
   std::set<uint32_t> seen;
   for (const kprof::Record& r : p.records) EXPECT_TRUE(seen.insert(r.correlation).second);
   EXPECT_LE(seen.size(), size_t{kThreads} * kPerThread);
+}
+
+TEST_F(AgentWriter, WorkDoneWhileTheFileIsFinishedIsNotTakenForAnotherClient) {
+  // A SIGTERM is handled beside the program, which goes on launching while the file is finished
+  // (seen on the H100): CUPTI asks for buffers after the final flush. Those buffers are not
+  // returned, and that is no sign of another CUPTI client: the file must not say "displaced".
+  g_cupti->lend_after_forced_flush = true;
+  for (uint32_t i = 1; i <= 1000; ++i) g_cupti->Emit(1, i);
+  kprof::agent::Finish("signal 15");
+  kprof::ProcessTrace p = kprof::ReadRunFile(A().path);
+  EXPECT_TRUE(p.complete);
+  EXPECT_EQ(p.meta.count("displaced"), 0u) << p.meta["displaced_detail"];
+  EXPECT_EQ(p.records.size(), 1000u);
 }
 
 TEST_F(AgentWriter, NoBufferIsHandedOutOrAwaitedAfterTheEnd) {
