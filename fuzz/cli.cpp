@@ -20,12 +20,17 @@ namespace fs = std::filesystem;
 void ResetScratch() {
   const std::string src = KPROF_FUZZ_DIR "/cli_files";
   const fs::path dir = kprof::fuzz::ScratchDir();
-  for (const auto& e : fs::directory_iterator(dir)) fs::remove_all(e.path());
+  // The entries first, then their removal: removing while a directory_iterator walks the
+  // directory may skip entries, and a file left behind made copy_file throw (fuzz run 5).
+  std::vector<fs::path> old;
+  for (const auto& e : fs::directory_iterator(dir)) old.push_back(e.path());
+  for (const auto& p : old) fs::remove_all(p);
+  const auto overwrite = fs::copy_options::overwrite_existing;
   for (const char* f : {"a.kprof", "t.json", "s.json", "b.json"})
-    fs::copy_file(src + "/" + f, dir / f);
+    fs::copy_file(src + "/" + f, dir / f, overwrite);
   for (const char* d : {"run", "reps/rep1", "reps/rep2"}) {
     fs::create_directories(dir / d);
-    fs::copy_file(src + "/a.kprof", dir / d / "kprof.1.kprof");
+    fs::copy_file(src + "/a.kprof", dir / d / "kprof.1.kprof", overwrite);
   }
 }
 
