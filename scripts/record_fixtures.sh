@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Records the GPU fixtures used by the CPU tests (tests/fixtures/gpu/<name>/) and the bundled
 # default run (examples/default-run/). Needs a GPU; run from the repository root after a build:
-#   scripts/record_fixtures.sh [BUILD_DIR=build] [DEST=tests/fixtures/gpu]
+#   scripts/record_fixtures.sh [BUILD_DIR=build] [DEST=tests/fixtures/gpu] [graphs]
+# With "graphs", only the CUDA-graph fixtures (issue 10) are recorded.
 # Each fixture is a kprof run directory; the workloads are the kernels/ programs with small,
 # fixed arguments so the files stay small. Re-running replaces them.
 set -euo pipefail
@@ -13,7 +14,8 @@ record() {  # name program args...
   local name=$1
   shift
   rm -rf "${DEST:?}/$name"
-  if "$BUILD/kprof" run --quiet -o "$DEST/$name" -- "$@" > "$DEST/$name.log" 2>&1; then
+  # shellcheck disable=SC2086 # RECORD_OPTS: kprof run options, word-split on purpose
+  if "$BUILD/kprof" run --quiet ${RECORD_OPTS:-} -o "$DEST/$name" -- "$@" > "$DEST/$name.log" 2>&1; then
     echo "recorded $name"
   else
     echo "recorded $name (program exit status $?)"
@@ -21,12 +23,30 @@ record() {  # name program args...
   mv "$DEST/$name.log" "$DEST/$name/program.log"
 }
 K="$BUILD/kernels"
+# CUDA graphs: 100-node graph launched 20 times, 50 eager kernels after, in both modes; the same
+# graph captured and instantiated again before every launch; PyTorch's torch.cuda.graph.
+graphs() {
+  RECORD_OPTS="--graph-trace graph" record graph_replay_graph "$K/graph_replay" 100 20 steady 50
+  RECORD_OPTS="--graph-trace node" record graph_replay_node "$K/graph_replay" 100 20 steady 50
+  RECORD_OPTS="--graph-trace graph" record graph_recapture "$K/graph_replay" 100 20 recapture 50
+  if "$PY" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    for mode in graph node; do
+      RECORD_OPTS="--graph-trace $mode" record torch_graph_$mode "$PY" tests/gpu/scripts/torch_graph.py 20
+    done
+  fi
+}
+if [ "${3:-}" = graphs ]; then
+  graphs
+  du -sh "$DEST"/*graph* | sort -h
+  exit 0
+fi
+graphs
 record vector_add "$K/vector_add" 1048576
 record memcpy_kinds "$K/memcpy_kinds" 8388608
 record memset "$K/memset"
 record sync_kinds "$K/sync_kinds"
 record nvtx_threads "$K/nvtx_threads" 3
-record graph_launch "$K/graph_launch" 5
+RECORD_OPTS="--graph-trace node" record graph_launch "$K/graph_launch" 5
 record crash_abort "$K/crash" abort 50
 record storm_2k "$K/kernel_storm" 2000
 # The planted-hint workloads, with fewer iterations than their defaults where the recording would

@@ -109,6 +109,12 @@ struct RunSummary {
   uint64_t memcpy_count[6] = {};  ///< indexed by CopyKind
   uint64_t memsets = 0;
   uint64_t memset_bytes = 0;
+  uint64_t graph_launches = 0;  ///< CUDA graph launches recorded as a whole (graph-level)
+  uint64_t graph_ns = 0;        ///< their GPU time
+  uint64_t graph_node_activities =
+      0;                        ///< kernels, copies and memsets run inside graphs (node-level)
+  uint64_t graph_captures = 0;  ///< graphs created (stream capture or the graph API)
+  uint64_t graph_instantiations = 0;  ///< executable graphs created
   uint64_t syncs = 0;
   uint64_t sync_ns = 0;  ///< host time blocked in Sync records
   uint64_t api_calls = 0;

@@ -16,7 +16,7 @@ inline constexpr char kFileMagic[8] = {'K', 'P', 'R', 'O', 'F', 'R', 'U', 'N'};
 /// Major version: a reader refuses files with a larger major version.
 inline constexpr uint16_t kFormatMajor = 1;
 /// Minor version: additions that older readers may ignore (new block types, new meta keys).
-inline constexpr uint16_t kFormatMinor = 0;
+inline constexpr uint16_t kFormatMinor = 1;  // 1: graph records (kinds 15-17)
 /// Largest payload a block may declare; anything larger is treated as corruption.
 inline constexpr uint32_t kMaxBlockPayload = 64u << 20;
 
@@ -38,10 +38,29 @@ enum class RecordKind : uint8_t {
   Range = 13,         ///< complete CPU range (start,end) on a thread: foreign traces' ranges/ops;
                       ///< b = domain string id, c = nesting hint (0 unknown)
   GpuRange = 14,      ///< an annotation projected on a GPU stream (foreign traces), informational
+  GraphLaunch = 15,   ///< one launch of a CUDA graph, as a whole (graph-level tracing)
+  GraphNode = 16,     ///< a graph node made (captured, added or cloned), on the thread that made it
+  GraphEvent = 17,    ///< a graph or executable graph made or destroyed; flags = GraphEventKind
 };
 
 /// Number of RecordKind values, for table sizing (highest value + 1).
-inline constexpr size_t kRecordKindCount = 15;
+inline constexpr size_t kRecordKindCount = 18;
+
+/// How a GraphNode record's node came to be (GraphNode.flags).
+enum class GraphNodeOrigin : uint8_t {
+  Unknown = 0,
+  Created = 1,  ///< captured from a stream or added with the graph API: the thread's ranges apply
+  Cloned = 2,   ///< copied from another node (graph clone or instantiation): see its original
+};
+
+/// What a GraphEvent record reports (GraphEvent.flags).
+enum class GraphEventKind : uint8_t {
+  Unknown = 0,
+  GraphCreated = 1,   ///< a graph (template) was created: stream capture or cudaGraphCreate
+  GraphCloned = 2,    ///< a graph was cloned (cudaGraphClone, or internally)
+  ExecCreated = 3,    ///< a graph was instantiated: a = executable graph id, b = its graph's id
+  ExecDestroyed = 4,  ///< an executable graph was destroyed
+};
 
 /// Direction of a copy (Memcpy.flags). Values follow the user's view, not CUPTI's enum.
 enum class CopyKind : uint8_t {
@@ -134,6 +153,17 @@ inline constexpr uint32_t kCopyAsync = 1u;  ///< Memcpy.c bit 0: the copy was as
 ///   Overhead   a = OverheadKind; name = its description
 ///   Range      b = domain string id (e.g. "cpu_op", "user_annotation"); tid = thread
 ///   GpuRange   b = domain string id; tid = stream
+///   GraphLaunch  GPU record (tid = stream, device = device of its first node); a = graph id as
+///              CUPTI reports it; b = device of its last node; correlation = the launch call's
+///   GraphNode  CPU instant (start_ns = end_ns) on the thread that made the node; bytes = node
+///              id; a = graph id; flags = GraphNodeOrigin; e = node type (CUDA's CUgraphNodeType);
+///              Cloned: b = original graph id, c/d = original node id low/high 32 bits;
+///              name = kernel name when the agent could read it (graph mode), else 0
+///   GraphEvent CPU instant on the calling thread; flags = GraphEventKind; a = graph id (the
+///              executable graph's id for Exec*); b = source graph id (ExecCreated, GraphCloned)
+///   Per-node records of graph launches (node mode): Kernel bytes = graph node id; Memset c/d =
+///   node id low/high; Memcpy f = node id low 32 bits, c bits 1..31 = its high bits (CUPTI puts
+///   the graph id there). 0 = not launched from a graph.
 struct Record {
   uint8_t kind = 0;  ///< RecordKind
   uint8_t flags = 0;
@@ -171,12 +201,26 @@ inline void SetKernelLaunch(Record& r, Dim3 grid, Dim3 block, uint32_t regs, uin
 }
 /// GPU work the agent records: kernels, copies and memsets (not foreign GpuRange annotations).
 inline bool IsGpuActivity(RecordKind k) {
-  return k == RecordKind::Kernel || k == RecordKind::Memcpy || k == RecordKind::Memset;
+  return k == RecordKind::Kernel || k == RecordKind::Memcpy || k == RecordKind::Memset ||
+         k == RecordKind::GraphLaunch;
 }
 /// Records on a GPU track: GPU work and annotations projected onto streams.
 inline bool IsGpuKind(RecordKind k) {
   return k == RecordKind::Kernel || k == RecordKind::Memcpy || k == RecordKind::Memset ||
-         k == RecordKind::GpuRange;
+         k == RecordKind::GraphLaunch || k == RecordKind::GpuRange;
+}
+/// The graph node id of a per-node GPU record (0: not launched from a graph).
+inline uint64_t GraphNodeOf(const Record& r) {
+  switch (r.kind) {
+    case static_cast<uint8_t>(RecordKind::Kernel):
+      return r.bytes;
+    case static_cast<uint8_t>(RecordKind::Memset):
+      return r.c | (static_cast<uint64_t>(r.d) << 32);
+    case static_cast<uint8_t>(RecordKind::Memcpy):
+      return r.f | (static_cast<uint64_t>(r.c >> 1) << 32);
+    default:
+      return 0;
+  }
 }
 
 /// Counters the agent keeps about its own collection; written in a Stats block.

@@ -127,14 +127,46 @@ struct HostWait {
   uint64_t release_ns = 0;  ///< when the host went on
 };
 
+/// A CUDA graph as the run saw it: built (GraphNode/GraphEvent records) and launched.
+struct GraphInfo {
+  uint32_t id = 0;      ///< the id its launches carry (CUPTI's graph id of the launched graph)
+  uint32_t source = 0;  ///< id of the graph it was instantiated from, when known (else 0)
+  uint64_t nodes = 0;   ///< nodes known to belong to it
+  /// Where its nodes were made: (innermost range open on the making thread, or -1 for none;
+  /// nodes made there), by range index. Sums to `nodes`.
+  std::vector<std::pair<int, uint64_t>> capture_ranges;
+};
+
+/// The CUDA graphs of one process: how each node was made, and which graphs were launched.
+struct GraphIndex {
+  /// Node id -> the GraphNode record of the node it descends from by cloning (the node made
+  /// by capture or the graph API), or of itself. Only nodes with a record.
+  std::unordered_map<uint64_t, const Record*> made;
+  /// Node id -> CaptureRange(node id), for every node in `made`.
+  std::unordered_map<uint64_t, int> node_range;
+  /// Graph id -> what is known of it (launched graphs and the graphs they came from).
+  std::unordered_map<uint32_t, GraphInfo> graphs;
+  /// Graphs the program created (stream capture or cudaGraphCreate); not those instantiation
+  /// makes itself (inside the instantiate call, or the executable graph).
+  uint64_t captures = 0;
+  uint64_t instantiations = 0;  ///< executable graphs created
+  /// The innermost range open on the thread that made `node_id`, when it was made; -1 when the
+  /// node is unknown or no range was open.
+  int CaptureRange(uint64_t node_id) const;
+  const ProcessIndex* index = nullptr;
+};
+
 /// One process of the run on the timeline.
 struct ProcessTimeline {
   const ProcessTrace* process = nullptr;
   ProcessIndex index;
   std::vector<const Record*> acts;  ///< Kernel/Memcpy/Memset by start, then end
   /// Parallel to acts: the innermost range open on the launching thread when the launching API
-  /// call began (index into index.ranges), -1 when none or the call is not recorded.
+  /// call began (index into index.ranges), -1 when none or the call is not recorded. For work
+  /// inside a CUDA graph whose node is known (node-level tracing): the range open when the node
+  /// was captured, on the capturing thread (docs/analysis.md, "CUDA graphs").
   std::vector<int> act_range;
+  GraphIndex graphs;
   /// Parallel to acts: the first execution of its kernel name in this process.
   std::vector<bool> first_run;
   std::vector<NsInterval> busy;         ///< merged activity intervals

@@ -40,7 +40,8 @@ void CUPTIAPI Completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t,
   while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) ++n;
   g_records += n;
   size_t dropped = 0;
-  if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS) g_dropped += dropped;
+  if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
+    g_dropped += dropped;
   std::memset(buffer, 0, valid);
   std::lock_guard<std::mutex> lock(g_mu);
   g_free.push_back(buffer);
@@ -62,7 +63,9 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   kprof::agent::ConfigureActivityAttributes(true);
   KPROF_CUPTI(cuptiActivityRegisterCallbacks(Requested, Completed));
   int apis = 0;
-  kprof::agent::EnableActivityKinds(kinds, &apis);
+  const char* graph = std::getenv("KPROF_GRAPH_TRACE");  // as the kprof agent: graph by default
+  const bool graph_level = graph == nullptr || std::strcmp(graph, "node") != 0;
+  kprof::agent::EnableActivityKinds(kinds, &apis, graph_level);
   std::atexit(AtExit);
   return 1;
 }

@@ -61,11 +61,14 @@ Agent& A() {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// Callbacks: context destruction flushes (the context's records go away with it).
+// Callbacks: context destruction flushes (the context's records go away with it); graph
+// resource callbacks record how graphs are built (graphs.cpp).
 
 void CUPTIAPI OnCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                         const void* /*data*/) {
-  if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+                         const void* data) {
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
+  if (OnGraphCallback(cbid, data)) return;
+  if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
     if (A().active) {
       KPROF_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
       A().flushes++;
@@ -128,6 +131,7 @@ MetaList StartMeta(const std::string& rank) {
   }
   m.emplace_back("cupti_path", CuptiPath());
   m.emplace_back("kinds", KindsToString(a.kinds));
+  m.emplace_back("graph_trace", a.graph_level ? "graph" : "node");
   m.emplace_back("agent_version", "0.1.0");
   m.emplace_back("agent_tid", std::to_string(OsThreadId()));
   if (!a.subscriber_error.empty()) m.emplace_back("subscriber_error", a.subscriber_error);
@@ -154,6 +158,13 @@ int Initialize() {
     long v = std::atol(mb.c_str());
     if (v >= 1 && v <= 256) g_buffer_bytes = static_cast<size_t>(v) << 20;
   }
+  if (std::string g = Env("KPROF_GRAPH_TRACE"); !g.empty()) {
+    if (g == "node") {
+      a.graph_level = false;
+    } else if (g != "graph") {
+      std::fprintf(stderr, "kprof agent: ignoring KPROF_GRAPH_TRACE=%s (graph|node)\n", g.c_str());
+    }
+  }
   if (std::string p = Env("KPROF_FLUSH_MS"); !p.empty()) {
     a.flush_period_ms = std::max(10, std::atoi(p.c_str()));
   }
@@ -174,6 +185,7 @@ int Initialize() {
   if (sr == CUPTI_SUCCESS) {
     KPROF_CUPTI(cuptiEnableCallback(1, a.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                     CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING));
+    EnableGraphCallbacks(a.subscriber);
   } else {
     const char* msg = nullptr;
     cuptiGetResultString(sr, &msg);
@@ -212,7 +224,7 @@ int Initialize() {
   bool ok = ConfigureActivityAttributes(/*zeroed_buffers=*/true);
   ok &= KPROF_CUPTI(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted));
   int apis = 0;
-  ok &= EnableActivityKinds(a.kinds, &apis);
+  ok &= EnableActivityKinds(a.kinds, &apis, a.graph_level);
   MetaList setup{{"api_callbacks_enabled", std::to_string(apis)}};
   if (!ok) setup.emplace_back("agent_error", "CUPTI activity setup failed; see stderr");
   a.writer.WriteMeta(setup);

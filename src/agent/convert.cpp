@@ -152,6 +152,7 @@ ConvertResult ConvertRecord(const CUpti_Activity* rec, Interner& strings, Record
       if (k->start == 0 || k->end == 0) return ConvertResult::MissingTimestamp;
       SetTimed(out, RecordKind::Kernel, Device(k->deviceId), *k);
       out.flags = k->graphId != 0 ? 1 : 0;
+      out.bytes = k->graphNodeId;
       out.name = strings.Intern(k->name != nullptr ? k->name : "(unnamed kernel)");
       out.tid = k->streamId;
       SetKernelLaunch(out,
@@ -175,6 +176,8 @@ ConvertResult ConvertRecord(const CUpti_Activity* rec, Interner& strings, Record
       out.c = (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? kCopyAsync : 0;
       out.d = m->deviceId;
       out.e = m->deviceId;
+      out.f = static_cast<uint32_t>(m->graphNodeId);
+      out.c |= static_cast<uint32_t>(m->graphNodeId >> 32) << 1;
       return ConvertResult::Converted;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
@@ -185,6 +188,18 @@ ConvertResult ConvertRecord(const CUpti_Activity* rec, Interner& strings, Record
       out.bytes = m->bytes;
       out.a = m->value;
       out.b = ToMemKind(m->memoryKind);
+      out.c = static_cast<uint32_t>(m->graphNodeId);
+      out.d = static_cast<uint32_t>(m->graphNodeId >> 32);
+      return ConvertResult::Converted;
+    }
+    case CUPTI_ACTIVITY_KIND_GRAPH_TRACE: {
+      const auto* g = reinterpret_cast<const CUpti_ActivityGraphTrace2*>(rec);
+      if (g->start == 0 || g->end == 0) return ConvertResult::MissingTimestamp;
+      SetTimed(out, RecordKind::GraphLaunch, Device(g->deviceId), *g);
+      out.tid = g->streamId;
+      out.name = strings.Intern("CUDA graph " + std::to_string(g->graphId));
+      out.a = g->graphId;
+      out.b = g->endDeviceId;
       return ConvertResult::Converted;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {

@@ -1,6 +1,6 @@
 // Conversion of CUPTI activity records into kprof records: the only place that names CUPTI's
 // versioned record structs (CUDA 13.0: Kernel10, Memcpy6, Memset4, Synchronization2, Marker2,
-// API, Memory4, Overhead3, Device5). Runs on the agent's writer thread.
+// API, Memory4, Overhead3, Device5, GraphTrace2). Runs on the agent's writer thread.
 #pragma once
 
 #include <cupti.h>

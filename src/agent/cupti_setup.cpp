@@ -39,6 +39,9 @@ constexpr std::string_view kTracedPrefixes[] = {
     "cudaEventRecord",
     "cudaStreamWaitEvent",
     "cudaGraphLaunch",
+    "cudaGraphInstantiate",
+    "cudaStreamBeginCapture",
+    "cudaStreamEndCapture",
     "cudaDeviceReset",
     "cudaThreadSynchronize",
     // driver
@@ -54,6 +57,9 @@ constexpr std::string_view kTracedPrefixes[] = {
     "cuEventRecord",
     "cuStreamWaitEvent",
     "cuGraphLaunch",
+    "cuGraphInstantiate",
+    "cuStreamBeginCapture",
+    "cuStreamEndCapture",
 };
 
 // Call sites already logged (each failure is printed once). Leaked on purpose: CUPTI callbacks
@@ -167,8 +173,11 @@ static int EnableApiDomain(CUpti_CallbackDomain domain, uint32_t size, bool runt
   return enabled;
 }
 
-bool EnableActivityKinds(uint32_t kinds, int* enabled_api) {
+bool EnableActivityKinds(uint32_t kinds, int* enabled_api, bool graph_level) {
   bool ok = true;
+  // Before the kernel kinds: graphs instantiated later are then traced as a whole.
+  if (graph_level && (kinds & (kKindKernel | kKindMemcpy | kKindMemset)))
+    ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE));
   // CONCURRENT_KERNEL, never KERNEL: KERNEL serializes every kernel launch.
   if (kinds & kKindKernel)
     ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
@@ -196,7 +205,9 @@ bool EnableActivityKinds(uint32_t kinds, int* enabled_api) {
   return ok;
 }
 
-void DisableActivityKinds(uint32_t kinds) {
+void DisableActivityKinds(uint32_t kinds, bool graph_level) {
+  if (graph_level && (kinds & (kKindKernel | kKindMemcpy | kKindMemset)))
+    KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE));
   if (kinds & kKindKernel) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
   if (kinds & kKindMemcpy) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY));
   if (kinds & kKindMemset) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET));

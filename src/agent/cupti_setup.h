@@ -41,11 +41,13 @@ bool ConfigureActivityAttributes(bool zeroed_buffers);
 /// Enables the activity kinds in `kinds`; runtime/driver API records are limited to the calls
 /// kprof needs (launches, copies, memsets, synchronization, allocation, graph launch, events).
 /// Returns false if a required kind could not be enabled. `enabled_api` receives the number of
-/// runtime + driver callback ids enabled.
-bool EnableActivityKinds(uint32_t kinds, int* enabled_api);
+/// runtime + driver callback ids enabled. `graph_level`: CUDA graph launches are recorded as one
+/// record each (CUPTI_ACTIVITY_KIND_GRAPH_TRACE), not node by node (CUPTI then writes no
+/// kernel, copy or memset record for work inside a graph).
+bool EnableActivityKinds(uint32_t kinds, int* enabled_api, bool graph_level = false);
 
 /// Disables what EnableActivityKinds enabled (at the end of collection).
-void DisableActivityKinds(uint32_t kinds);
+void DisableActivityKinds(uint32_t kinds, bool graph_level = false);
 
 /// True when this runtime/driver API name is one kprof records.
 bool IsTracedApiName(const char* name);

@@ -112,6 +112,9 @@ struct GroupAcc {
         break;
     }
   }
+  /// A part of a graph launch's GPU time (graph-level tracing: the launch is shared among the
+  /// ranges its nodes were captured in, docs/analysis.md "CUDA graphs").
+  void AddGraphShare(uint64_t ns) { gpu_ns += ns; }
   GroupRow Row(const std::string& key, uint64_t busy_ns) {
     GroupRow g;
     g.key = key;

@@ -155,6 +155,19 @@ uint64_t UnionLength(std::vector<std::pair<uint64_t, uint64_t>>& intervals) {
   return u.Total();
 }
 
+namespace {
+
+/// The graph a graph-level launch ran, when where its nodes were made is known.
+const GraphInfo* CapturedGraph(const ProcessTimeline& t, const Record& r) {
+  if (r.Kind() != RecordKind::GraphLaunch) return nullptr;
+  auto it = t.graphs.graphs.find(r.a);
+  if (it == t.graphs.graphs.end() || it->second.nodes == 0 || it->second.capture_ranges.empty())
+    return nullptr;
+  return &it->second;
+}
+
+}  // namespace
+
 Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
   Analysis an;
   an.by = opts.by;
@@ -254,6 +267,14 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
     }
     GroupAcc*& no_op = fd.no_op;
     GroupAcc*& no_path = fd.no_path;
+    const auto no_range = [&]() {
+      if (no_op == nullptr) {
+        no_op = &ops[kNoRange];
+        no_path = &paths[kNoRange];
+        no_path->with_kernels = want(GroupBy::RangePath);
+      }
+      return std::make_pair(no_op, no_path);
+    };
 
     for (const Record& r : p.records) {
       auto k = r.Kind();
@@ -325,10 +346,14 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
         size_t ck = r.flags < 6 ? r.flags : 0;
         S.memcpy_bytes[ck] += r.bytes;
         ++S.memcpy_count[ck];
-      } else {
+      } else if (k == RecordKind::Memset) {
         ++S.memsets;
         S.memset_bytes += r.bytes;
+      } else {
+        ++S.graph_launches;
+        S.graph_ns += r.DurationNs();
       }
+      if (k != RecordKind::GraphLaunch && GraphNodeOf(r) != 0) ++S.graph_node_activities;
 
       // Attribution to the launching call and the innermost range open on its thread.
       if (const Record* api = t.Api(r); api != nullptr && k == RecordKind::Kernel) {
@@ -339,12 +364,26 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
         }
       }
       const int inner_range = t.act_range[i];
-      if (inner_range < 0) {
-        if (no_op == nullptr) {
-          no_op = &ops[kNoRange];
-          no_path = &paths[kNoRange];
-          no_path->with_kernels = want(GroupBy::RangePath);
+      if (const GraphInfo* g = CapturedGraph(t, r)) {
+        // A graph launched as a whole: its GPU time is shared among the ranges its nodes were
+        // captured in, by node count (the graph's own row is in the graph view).
+        const uint64_t dur = r.DurationNs();
+        uint64_t given = 0;
+        for (size_t j = 0; j < g->capture_ranges.size(); ++j) {
+          const auto [range, n] = g->capture_ranges[j];
+          const uint64_t ns = j + 1 == g->capture_ranges.size() ? dur - given : dur * n / g->nodes;
+          given += ns;
+          if (range < 0) {
+            no_range().first->AddGraphShare(ns);
+            no_range().second->AddGraphShare(ns);
+            an.unattributed_gpu_ns += ns;
+          } else {
+            op_of[static_cast<size_t>(range)]->AddGraphShare(ns);
+            path_of[static_cast<size_t>(range)]->second.AddGraphShare(ns);
+          }
         }
+      } else if (inner_range < 0) {
+        no_range();
         no_op->AddActivity(r, kname);
         no_path->AddActivity(r, kname);
         an.unattributed_gpu_ns += r.DurationNs();
@@ -364,6 +403,8 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
     }
 
     S.launches += launches;
+    S.graph_captures += t.graphs.captures;
+    S.graph_instantiations += t.graphs.instantiations;
     S.api_ns += ApiTimeNs(t);
     if (pfirst != UINT64_MAX) {
       first = std::min(first, pfirst);
@@ -422,7 +463,17 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
       copy.Add(s, e);
       kern_or_copy.Add(s, e);
     }
-    if (const int inner = t.act_range[i]; inner < 0) {
+    if (const GraphInfo* g = CapturedGraph(t, r)) {
+      for (const auto& [range, n] : g->capture_ranges) {
+        if (range < 0) {
+          fd.no_op->busy.Add(s, e);
+          fd.no_path->busy.Add(s, e);
+        } else {
+          fd.op_of[static_cast<size_t>(range)]->busy.Add(s, e);
+          fd.path_of[static_cast<size_t>(range)]->second.busy.Add(s, e);
+        }
+      }
+    } else if (const int inner = t.act_range[i]; inner < 0) {
       fd.no_op->busy.Add(s, e);
       fd.no_path->busy.Add(s, e);
     } else {

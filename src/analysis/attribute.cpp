@@ -151,11 +151,21 @@ std::vector<Attributed> Attribute(const Timeline& tl) {
       Attributed a;
       a.process = t.process;
       a.activity = &r;
-      if (const Record* api = t.Api(r)) {
-        a.api = api;
-        t.index.OpenAt(a.api->tid, a.api->start_ns, open);
-        for (int i : open) a.ranges.push_back(t.index.ranges[static_cast<size_t>(i)].start);
+      a.api = t.Api(r);
+      // Work inside a graph whose node is known: the ranges open where the node was captured.
+      const Record* made = nullptr;
+      if (const uint64_t node = GraphNodeOf(r); node != 0) {
+        auto it = t.graphs.made.find(node);
+        if (it != t.graphs.made.end() && t.graphs.CaptureRange(node) >= 0) made = it->second;
       }
+      if (made != nullptr) {
+        t.index.OpenAt(made->tid, made->start_ns, open);
+      } else if (a.api != nullptr) {
+        t.index.OpenAt(a.api->tid, a.api->start_ns, open);
+      } else {
+        open.clear();
+      }
+      for (int i : open) a.ranges.push_back(t.index.ranges[static_cast<size_t>(i)].start);
       out.push_back(std::move(a));
     }
     std::stable_sort(out.begin() + static_cast<long>(first), out.end(),

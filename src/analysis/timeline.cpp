@@ -8,6 +8,7 @@
 #include <map>
 #include <unordered_set>
 
+#include "analysis/graphs.h"
 #include "analysis/intervals.h"
 #include "kprof/analysis.h"
 
@@ -79,8 +80,14 @@ void Activities(const ProcessTrace& p, ProcessTimeline& t) {
   std::vector<bool> seen(p.strings.size());
   for (size_t i = 0; i < t.acts.size(); ++i) {
     const Record* a = t.acts[i];
-    if (const Record* api = t.Api(*a))
-      t.act_range[i] = t.index.InnermostAt(api->tid, api->start_ns);
+    // Inside a graph: the op that captured the node, else (unknown node, or captured outside
+    // any range) the range of the launch, as for any other work.
+    if (const uint64_t node = GraphNodeOf(*a); node != 0)
+      t.act_range[i] = t.graphs.CaptureRange(node);
+    if (t.act_range[i] < 0) {
+      if (const Record* api = t.Api(*a))
+        t.act_range[i] = t.index.InnermostAt(api->tid, api->start_ns);
+    }
     if (a->Kind() == RecordKind::Kernel && a->name < seen.size() && !seen[a->name]) {
       seen[a->name] = true;
       t.first_run[i] = true;
@@ -242,6 +249,7 @@ Timeline BuildTimeline(const Run& run) {
     t.process = &p;
     t.index = BuildIndex(p);
     OutermostApis(p, t);
+    detail::BuildGraphIndex(p, t.index, t.graphs);
     Activities(p, t);
     BusyAndGaps(t);
     HostWaits(p, t);
@@ -250,8 +258,8 @@ Timeline BuildTimeline(const Run& run) {
     t.kernel_names.assign(p.strings.size(), nullptr);
     t.unnamed = &*tl.names->insert("(unnamed)").first;
     for (const Record* a : t.acts) {
-      if (a->Kind() != RecordKind::Kernel || a->name >= t.kernel_names.size() ||
-          t.kernel_names[a->name] != nullptr)
+      if ((a->Kind() != RecordKind::Kernel && a->Kind() != RecordKind::GraphLaunch) ||
+          a->name >= t.kernel_names.size() || t.kernel_names[a->name] != nullptr)
         continue;
       std::string name = Demangle(p.Name(*a));
       if (name.empty()) name = "(unnamed)";

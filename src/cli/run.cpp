@@ -217,7 +217,7 @@ int CmdRun(const std::vector<std::string>& args) {
     opts = args;
   }
   CLI::App app{"Profile a CUDA program: kprof run [options] -- PROGRAM [ARGS...]", "kprof run"};
-  std::string out_dir, kinds;
+  std::string out_dir, kinds, graph_trace = "graph";
   int repeat = 1;
   bool quiet = false, force = false;
   cli::ViewOptions v;
@@ -225,6 +225,11 @@ int CmdRun(const std::vector<std::string>& args) {
   app.add_option("--kinds", kinds,
                  "What to record, comma separated: kernel,memcpy,memset,sync,runtime,driver,"
                  "nvtx,memory,overhead (default: all)");
+  app.add_option("--graph-trace", graph_trace,
+                 "CUDA graphs: graph = one record per graph launch (the launch costs what it "
+                 "costs without kprof); node = every kernel, copy and memset inside graphs, "
+                 "attributed to the op that captured it (slower launches; docs/analysis.md)")
+      ->check(CLI::IsMember({"graph", "node"}));
   app.add_option("--repeat", repeat, "Run the program N times (DIR/rep1..repN), for kprof diff")
       ->check(CLI::Range(1, 1000));
   app.add_flag("-q,--quiet", quiet, "Print no report (the run is still saved)");
@@ -306,6 +311,7 @@ int CmdRun(const std::vector<std::string>& args) {
                                     "NVTX_INJECTION64_PATH=" + agent,
                                     "KPROF_OUTPUT_DIR=" + abs_dir};
     if (!kinds.empty()) env.push_back("KPROF_KINDS=" + kinds);
+    env.push_back("KPROF_GRAPH_TRACE=" + graph_trace);
     if (const char* prev = std::getenv("CUDA_INJECTION64_PATH"); prev && *prev)
       std::fprintf(stderr, "kprof run: note: replacing CUDA_INJECTION64_PATH=%s\n", prev);
 

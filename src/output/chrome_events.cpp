@@ -81,6 +81,11 @@ std::vector<Ev> ChromeWriter::CollectEvents() {
           e.pid = r.device;
           e.tid = StreamTrack(i, r.tid);
           break;
+        case RecordKind::GraphLaunch:
+          e.type = EvType::Graph;
+          e.pid = r.device;
+          e.tid = StreamTrack(i, r.tid);
+          break;
         case RecordKind::RuntimeApi:
         case RecordKind::DriverApi:
           e.type = r.Kind() == RecordKind::RuntimeApi ? EvType::Runtime : EvType::Driver;

@@ -34,6 +34,8 @@ const char* CategoryOf(EvType t) {
       return "python_function";
     case EvType::Overhead:
       return "overhead";
+    case EvType::Graph:
+      return "cuda_graph";
   }
   return "unknown";
 }
@@ -165,6 +167,12 @@ void ChromeWriter::WriteX(const Ev& e) {
       Raw("}");
       break;
     }
+    case EvType::Graph:
+      GpuArgs(r);
+      Raw(", \"graph id\": ");
+      UInt(r.a);
+      Raw("}");
+      break;
     case EvType::Runtime:
     case EvType::Driver:
       Raw(", \"args\": {\"cbid\": ");

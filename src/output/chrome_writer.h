@@ -36,6 +36,7 @@ enum class EvType : uint8_t {
   UserRange,  // Range record not from cpu_op / python_function, or an NVTX start/end pair
   PythonFunc,
   Overhead,
+  Graph,  // a CUDA graph launch traced as a whole (GraphLaunch)
 };
 
 /// One complete ("X") event to write: where it goes and what it shows.

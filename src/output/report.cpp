@@ -100,36 +100,45 @@ ordered_json SummaryJson(const RunSummary& s) {
                        {"sm_count", d.sm_count},
                        {"memory_bytes", d.memory_bytes},
                        {"compute_capability", d.compute_capability}});
-  return {{"wall_ns", s.wall_ns},
-          {"gpu_busy_ns", s.gpu_busy_ns},
-          {"gpu_idle_ns", s.gpu_idle_ns},
-          {"utilisation", s.utilisation},
-          {"kernel_ns", s.kernel_ns},
-          {"kernels", s.kernels},
-          {"memcpys", s.memcpys},
-          {"memcpy_ns", s.memcpy_ns},
-          {"memcpy_bytes", bytes},
-          {"memcpy_count", count},
-          {"memsets", s.memsets},
-          {"memset_bytes", s.memset_bytes},
-          {"syncs", s.syncs},
-          {"sync_ns", s.sync_ns},
-          {"api_calls", s.api_calls},
-          {"api_ns", s.api_ns},
-          {"launches", s.launches},
-          {"launch_rate_per_s", s.launch_rate_per_s},
-          {"copy_compute_overlap_ns", s.copy_compute_overlap_ns},
-          {"peak_memory_bytes", s.peak_memory_bytes},
-          {"allocs", s.allocs},
-          {"frees", s.frees},
-          {"nvtx_ranges", s.nvtx_ranges},
-          {"dropped_records", s.dropped_records},
-          {"missing_timestamps", s.missing_timestamps},
-          {"processes", s.processes},
-          {"incomplete_processes", s.incomplete_processes},
-          {"overhead_ns", s.overhead_ns},
-          {"streams", streams},
-          {"devices", devices}};
+  ordered_json j = {{"wall_ns", s.wall_ns},
+                    {"gpu_busy_ns", s.gpu_busy_ns},
+                    {"gpu_idle_ns", s.gpu_idle_ns},
+                    {"utilisation", s.utilisation},
+                    {"kernel_ns", s.kernel_ns},
+                    {"kernels", s.kernels},
+                    {"memcpys", s.memcpys},
+                    {"memcpy_ns", s.memcpy_ns},
+                    {"memcpy_bytes", bytes},
+                    {"memcpy_count", count},
+                    {"memsets", s.memsets},
+                    {"memset_bytes", s.memset_bytes},
+                    {"syncs", s.syncs},
+                    {"sync_ns", s.sync_ns},
+                    {"api_calls", s.api_calls},
+                    {"api_ns", s.api_ns},
+                    {"launches", s.launches},
+                    {"launch_rate_per_s", s.launch_rate_per_s},
+                    {"copy_compute_overlap_ns", s.copy_compute_overlap_ns},
+                    {"peak_memory_bytes", s.peak_memory_bytes},
+                    {"allocs", s.allocs},
+                    {"frees", s.frees},
+                    {"nvtx_ranges", s.nvtx_ranges},
+                    {"dropped_records", s.dropped_records},
+                    {"missing_timestamps", s.missing_timestamps},
+                    {"processes", s.processes},
+                    {"incomplete_processes", s.incomplete_processes},
+                    {"overhead_ns", s.overhead_ns},
+                    {"streams", streams},
+                    {"devices", devices}};
+  // Only for runs with CUDA graphs: the JSON of every other run stays as it was.
+  if (s.graph_launches || s.graph_node_activities || s.graph_captures || s.graph_instantiations) {
+    j["graphs"] = {{"launches", s.graph_launches},
+                   {"gpu_ns", s.graph_ns},
+                   {"node_activities", s.graph_node_activities},
+                   {"captures", s.graph_captures},
+                   {"instantiations", s.graph_instantiations}};
+  }
+  return j;
 }
 
 ordered_json HintJson(const Hint& h) {
@@ -371,6 +380,14 @@ std::vector<std::pair<std::string, std::string>> TotalsLines(const RunSummary& s
     copies += fmt::format("; other {} x, {}", s.memcpy_count[0], FormatBytes(s.memcpy_bytes[0]));
   line("memcpy", copies);
   line("memset", fmt::format("{} ({})", s.memsets, FormatBytes(s.memset_bytes)));
+  if (s.graph_launches || s.graph_node_activities || s.graph_captures || s.graph_instantiations)
+    line("CUDA graphs",
+         s.graph_launches
+             ? fmt::format("{} launches traced as a whole ({}); {} captured, {} instantiated",
+                           s.graph_launches, FormatDuration(s.graph_ns), s.graph_captures,
+                           s.graph_instantiations)
+             : fmt::format("{} kernels/copies/memsets inside graphs; {} captured, {} instantiated",
+                           s.graph_node_activities, s.graph_captures, s.graph_instantiations));
   line("synchronization", fmt::format("{} calls, {} blocked", s.syncs, FormatDuration(s.sync_ns)));
   line("CUDA API", fmt::format("{} calls, {}", s.api_calls, FormatDuration(s.api_ns)));
   line("copy/compute overlap", FormatDuration(s.copy_compute_overlap_ns));

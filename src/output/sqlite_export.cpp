@@ -86,7 +86,7 @@ const char* GapKindName(GapKind k) {
 
 /// The statements of the record tables, prepared once and reused for every row.
 struct RecordStatements {
-  Stmt kernel, memcpy, memset, runtime, sync, memory, nvtx, gaps;
+  Stmt kernel, memcpy, memset, graph, runtime, sync, memory, nvtx, gaps;
   explicit RecordStatements(Db& db)
       : kernel(db, InsertSql("CUPTI_ACTIVITY_KIND_KERNEL",
                              "start, end, deviceId, streamId, correlationId, globalPid, "
@@ -99,6 +99,9 @@ struct RecordStatements {
         memset(db, InsertSql("CUPTI_ACTIVITY_KIND_MEMSET",
                              "start, end, deviceId, streamId, correlationId, globalPid, value, "
                              "bytes, memKind")),
+        graph(db, InsertSql("CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+                            "start, end, deviceId, streamId, correlationId, globalPid, graphId, "
+                            "endDeviceId")),
         runtime(db, InsertSql("CUPTI_ACTIVITY_KIND_RUNTIME",
                               "start, end, eventClass, globalTid, correlationId, nameId, "
                               "returnValue")),
@@ -194,6 +197,9 @@ class ProcessWriter {
       case RecordKind::Memset:
         st_.memset.Insert(start, end, r.device, r.tid, Correlation(r), gpid_, r.a, r.bytes,
                           MemKindId(r.b));
+        break;
+      case RecordKind::GraphLaunch:
+        st_.graph.Insert(start, end, r.device, r.tid, Correlation(r), gpid_, r.a, r.b);
         break;
       case RecordKind::RuntimeApi:
       case RecordKind::DriverApi:

@@ -89,10 +89,18 @@ inline Result Exec(const std::vector<std::string>& argv, int sig = 0, int delay_
   return Wait(pid);
 }
 
-inline Result Kprof(const std::string& dir, const std::vector<std::string>& program) {
-  std::vector<std::string> argv = {Bin("kprof"), "run", "-o", dir, "--quiet", "--"};
+/// kprof run -o DIR --quiet OPTIONS... -- PROGRAM...
+inline Result KprofWith(const std::string& dir, const std::vector<std::string>& options,
+                        const std::vector<std::string>& program) {
+  std::vector<std::string> argv = {Bin("kprof"), "run", "-o", dir, "--quiet"};
+  argv.insert(argv.end(), options.begin(), options.end());
+  argv.push_back("--");
   argv.insert(argv.end(), program.begin(), program.end());
   return Exec(argv);
+}
+
+inline Result Kprof(const std::string& dir, const std::vector<std::string>& program) {
+  return KprofWith(dir, {}, program);
 }
 
 inline std::string Python() {

@@ -95,7 +95,7 @@ TEST(Gpu, NvtxNestedRangesTwoThreadsTwoStreams) {
 TEST(Gpu, GraphKernelsGoToTheGraphLaunch) {
   REQUIRE_GPU();
   std::string dir = FreshDir("graph");
-  Result r = Kprof(dir, {Bin("kernels/graph_launch"), "5"});
+  Result r = KprofWith(dir, {"--graph-trace", "node"}, {Bin("kernels/graph_launch"), "5"});
   ASSERT_EQ(r.status, 0) << r.out;
   kprof::Run run = ReadInputs({dir});
   CheckGraphLaunch(run);

@@ -228,7 +228,7 @@ void WriteTimeline(JsonWriter& j, const Timeline& tl, const Analysis& an, const 
         mine.push_back(std::move(t));
       }
       uint32_t name = 0;
-      if (r->Kind() == RecordKind::Kernel)
+      if (r->Kind() == RecordKind::Kernel || r->Kind() == RecordKind::GraphLaunch)
         name = names.Get(pt.KernelName(*r), NameKind::Kernel);
       else if (r->Kind() == RecordKind::Memcpy)
         name = names.Get(kCopyNames[r->flags < 6 ? r->flags : 0], NameKind::Memcpy);

@@ -92,8 +92,20 @@ TEST_P(RecordedTimeline, Invariants) {
       }
     }
 
-    // The range at each launch is the innermost one open on the launching thread.
+    // The range at each launch is the innermost one open on the launching thread; for work of
+    // a graph node whose capture is known, the innermost one open where it was captured.
     for (size_t i = 0; i < t.acts.size(); ++i) {
+      if (const uint64_t node = GraphNodeOf(*t.acts[i]); node != 0) {
+        const int captured = t.graphs.CaptureRange(node);
+        if (captured >= 0) {
+          const Record* made = t.graphs.made.at(node);
+          t.index.OpenAt(made->tid, made->start_ns, open);
+          ASSERT_FALSE(open.empty());
+          EXPECT_EQ(t.act_range[i], open.back());
+          EXPECT_EQ(captured, open.back());
+          continue;
+        }
+      }
       const Record* api = t.Api(*t.acts[i]);
       if (api == nullptr) {
         EXPECT_EQ(t.act_range[i], -1);

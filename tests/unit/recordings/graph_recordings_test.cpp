@@ -1,0 +1,127 @@
+// CUDA graphs on real recordings (H100, scripts/record_fixtures.sh ... graphs): graph_replay with a
+// 100-node graph (10 kernels captured in each of layer0..layer9) launched 20 times, then 50 eager
+// kernels in "eager", in both graph modes; the same graph captured and instantiated before every
+// launch; PyTorch's torch.cuda.graph (72 kernels per replay, 20 replays) in both modes.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "kprof/analysis.h"
+#include "kprof/timeline.h"
+#include "kprof/trace.h"
+#include "test_util.h"
+#include "workload_checks.h"
+
+namespace kprof {
+namespace {
+
+using namespace kprof::testing;
+
+kprof::Run Load(const std::string& name) {
+  return ReadInputs({std::string(KPROF_SOURCE_DIR) + "/tests/fixtures/gpu/" + name});
+}
+
+TEST(GraphRecordings, GraphModeOneRecordPerLaunchSharedAmongTheCaptureRanges) {
+  kprof::Run run = Load("graph_replay_graph");
+  const ProcessTrace& t = Only(run);
+  ExpectClean(t);
+  EXPECT_EQ(t.meta.at("graph_trace"), "graph");
+  EXPECT_EQ(Count(t, RecordKind::GraphLaunch), 20u);
+  EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "graph_node"), 0u);
+  EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "eager_step"), 50u);
+  Timeline tl = BuildTimeline(run);
+  const GraphIndex& g = tl.processes[0].graphs;
+  EXPECT_EQ(g.captures, 1u);
+  EXPECT_EQ(g.instantiations, 1u);
+  uint32_t launched = 0;
+  for (const Record& r : t.records)
+    if (r.Kind() == RecordKind::GraphLaunch) launched = r.a;
+  ASSERT_EQ(g.graphs.count(launched), 1u);
+  const GraphInfo& info = g.graphs.at(launched);
+  EXPECT_EQ(info.nodes, 100u);
+  ASSERT_EQ(info.capture_ranges.size(), 10u);
+  for (const auto& [range, n] : info.capture_ranges) {
+    ASSERT_GE(range, 0);
+    EXPECT_EQ(tl.processes[0].index.Name(static_cast<size_t>(range)).substr(0, 5), "layer");
+    EXPECT_EQ(n, 10u);
+  }
+  Analysis an = Analyze(tl);
+  EXPECT_EQ(an.summary.graph_launches, 20u);
+  EXPECT_EQ(an.summary.kernels, 50u);
+  uint64_t layers = 0;
+  for (int k = 0; k < 10; ++k) {
+    const GroupRow* row = FindRow(an.ops, "layer" + std::to_string(k));
+    ASSERT_NE(row, nullptr) << k;
+    // Equal node counts: equal shares (integer division leaves the rest to the last range).
+    EXPECT_NEAR(static_cast<double>(row->gpu_ns), an.summary.graph_ns / 10.0, 20 * 10.0) << k;
+    layers += row->gpu_ns;
+  }
+  EXPECT_EQ(layers, an.summary.graph_ns);
+  ASSERT_NE(FindRow(an.ops, "eager"), nullptr);
+  EXPECT_EQ(FindRow(an.ops, "eager")->kernels, 50u);
+  const GroupRow* replay = FindRow(an.ops, "replay");
+  EXPECT_TRUE(replay == nullptr || replay->gpu_ns == 0);
+}
+
+TEST(GraphRecordings, NodeModeEveryNodeGoesToTheLayerThatCapturedIt) {
+  kprof::Run run = Load("graph_replay_node");
+  const ProcessTrace& t = Only(run);
+  ExpectClean(t);
+  EXPECT_EQ(t.meta.at("graph_trace"), "node");
+  EXPECT_EQ(Count(t, RecordKind::GraphLaunch), 0u);
+  EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "graph_node"), 2000u);
+  std::map<std::string, size_t> inner;
+  for (const Attributed& at : Attribute(BuildTimeline(run))) {
+    inner[at.ranges.empty() ? "(no range)" : std::string(t.Name(*at.ranges.back()))]++;
+    if (GraphNodeOf(*at.activity) != 0) {
+      EXPECT_EQ(t.Name(*at.ranges.front()), "capture");
+      ASSERT_NE(at.api, nullptr);
+      EXPECT_EQ(t.Name(*at.api), "cudaGraphLaunch");
+    }
+  }
+  for (int k = 0; k < 10; ++k) EXPECT_EQ(inner["layer" + std::to_string(k)], 200u) << k;
+  EXPECT_EQ(inner["eager"], 50u);
+  EXPECT_EQ(inner.count("replay"), 0u) << inner["replay"];
+  Analysis an = Analyze(BuildTimeline(run));
+  EXPECT_EQ(an.summary.graph_node_activities, 2000u);
+  EXPECT_EQ(an.summary.kernels, 2050u);
+}
+
+TEST(GraphRecordings, RecaptureBeforeEveryLaunchIsCounted) {
+  kprof::Run run = Load("graph_recapture");
+  Analysis an = Analyze(BuildTimeline(run));
+  EXPECT_EQ(an.summary.graph_launches, 20u);
+  EXPECT_EQ(an.summary.graph_captures, 20u);
+  EXPECT_EQ(an.summary.graph_instantiations, 20u);
+  // Healthy run beside it: one capture, one instantiation.
+  Analysis healthy = Analyze(BuildTimeline(Load("graph_replay_graph")));
+  EXPECT_EQ(healthy.summary.graph_captures, 1u);
+  EXPECT_EQ(healthy.summary.graph_instantiations, 1u);
+}
+
+TEST(GraphRecordings, TorchCudaGraphReplaysGoToTheAtenOpsThatCapturedThem) {
+  for (const std::string mode : {"node", "graph"}) {
+    kprof::Run run = Load("torch_graph_" + mode);
+    Analysis an = Analyze(BuildTimeline(run));
+    uint64_t aten = 0;
+    for (const GroupRow& g : an.ops)
+      if (g.key.rfind("aten::", 0) == 0) aten += g.gpu_ns;
+    const GroupRow* replay = FindRow(an.ops, "replay");
+    EXPECT_TRUE(replay == nullptr || replay->gpu_ns == 0) << mode;
+    if (mode == "node") {
+      EXPECT_EQ(an.summary.graph_node_activities, 72u * 20u);
+      // Every replayed kernel is in an aten op (the 24 linear layers' GEMMs among them).
+      ASSERT_NE(FindRow(an.ops, "aten::addmm"), nullptr);
+      EXPECT_EQ(FindRow(an.ops, "aten::addmm")->kernels % 20u, 0u);
+    } else {
+      EXPECT_EQ(an.summary.graph_launches, 20u);
+      EXPECT_EQ(an.summary.graph_captures, 1u);
+      // The whole replay time is shared among the aten ops.
+      EXPECT_GE(aten, an.summary.graph_ns);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kprof
