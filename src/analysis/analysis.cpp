@@ -371,11 +371,11 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
         uint64_t given = 0;
         for (size_t j = 0; j < g->capture_ranges.size(); ++j) {
           const auto [range, n] = g->capture_ranges[j];
-          // n <= nodes, so each share <= dur; 128 bits: dur * n must not wrap (hostile files).
-          const uint64_t ns =
-              j + 1 == g->capture_ranges.size()
-                  ? dur - given
-                  : static_cast<uint64_t>(static_cast<unsigned __int128>(dur) * n / g->nodes);
+          // n <= nodes, so each share <= dur; split so that dur * n cannot wrap (hostile files;
+          // (dur % nodes) * n < nodes * n, and nodes counts records of one file).
+          const uint64_t ns = j + 1 == g->capture_ranges.size()
+                                  ? dur - given
+                                  : dur / g->nodes * n + dur % g->nodes * n / g->nodes;
           given += ns;
           if (range < 0) {
             no_range().first->AddGraphShare(ns);
