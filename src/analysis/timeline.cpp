@@ -185,7 +185,9 @@ void ClassifyGaps(ProcessTimeline& t) {
     if (g.Len() >= kLongGapNs) {
       g.kind = GapKind::Long;
       g.rest_ns = rest;
-    } else if (t.acts[g.next]->Kind() == RecordKind::Kernel) {
+    } else if (t.acts[g.next]->Kind() == RecordKind::Kernel && GraphNodeOf(*t.acts[g.next]) == 0) {
+      // (A gap before a node of a CUDA graph is inside a graph launch: the host launched the
+      // graph once, and no launch of its own delays the node.)
       g.kind = GapKind::Short;
       g.rest_ns = rest;
     }

@@ -25,7 +25,7 @@ std::optional<Hint> LaunchBound(const RuleContext& c) {
   for (const ProcessTimeline& p : c.timeline.processes) {
     std::vector<bool> seen(p.process->records.size());  // launching calls, by record index
     for (const Record* a : p.acts) {
-      if (a->Kind() != RecordKind::Kernel) continue;
+      if (a->Kind() != RecordKind::Kernel || GraphNodeOf(*a) != 0) continue;  // eager kernels
       kernel_ns.push_back(a->DurationNs());
       const Record* api = p.Api(*a);
       if (api == nullptr) continue;

@@ -88,6 +88,24 @@ TEST(GraphRecordings, NodeModeEveryNodeGoesToTheLayerThatCapturedIt) {
   EXPECT_EQ(an.summary.kernels, 2050u);
 }
 
+TEST(GraphRecordings, GapsInsideAGraphAreNotLaunchLatency) {
+  // launch-bound advises CUDA graphs for short gaps before kernels; the gaps between the nodes
+  // of a graph launch are not the host's launches and must not be priced as such.
+  for (const std::string name : {"graph_replay_node", "torch_graph_node"}) {
+    kprof::Run run = Load(name);
+    Timeline tl = BuildTimeline(run);
+    const ProcessTimeline& p = tl.processes[0];
+    size_t inside = 0, short_inside = 0;
+    for (const Gap& g : p.gaps) {
+      if (GraphNodeOf(*p.acts[g.next]) == 0) continue;
+      ++inside;
+      short_inside += g.kind == GapKind::Short;
+    }
+    EXPECT_GT(inside, 100u) << name;
+    EXPECT_EQ(short_inside, 0u) << name;
+  }
+}
+
 TEST(GraphRecordings, RecaptureBeforeEveryLaunchIsCounted) {
   kprof::Run run = Load("graph_recapture");
   Analysis an = Analyze(BuildTimeline(run));
