@@ -259,6 +259,23 @@ Run HealthyRun() {
   return b.Build();
 }
 
+// 30 x in range "step": capture 1 ms (begin/end capture calls), instantiate 2 ms, launch the
+// graph (its launch 20 us; 100 us of GPU work as a kernel of the graph launch). Captured and
+// instantiated again every step, as torch.compile does when shapes change.
+Run RecaptureRun() {
+  TraceBuilder b;
+  for (uint64_t i = 0; i < 30; ++i) {
+    uint64_t t = B + i * 4'000'000;
+    b.Range("step", t, t + 3'500'000);
+    b.Api("cudaStreamBeginCapture", t, t + 10'000);
+    b.Api("cudaStreamEndCapture", t + 990'000, t + 1'000'000);
+    b.Api("cudaGraphInstantiate", t + 1'000'000, t + 3'000'000);
+    uint32_t c = b.Api("cudaGraphLaunch", t + 3'000'000, t + 3'020'000);
+    b.Kernel("graph_kernel", t + 3'030'000, t + 3'130'000, c);
+  }
+  return b.Build();
+}
+
 struct Scenario {
   const char* name;
   std::function<Run()> make;
@@ -278,6 +295,7 @@ const std::vector<Scenario>& Scenarios() {
                                           {"memory-bound-chain", ChainRun},
                                           {"dominant-kernel", DominantRun},
                                           {"profiler-data-loss", DataLossRun},
+                                          {"graph-recapture", RecaptureRun},
                                           {"healthy", HealthyRun}};
   return s;
 }
@@ -497,6 +515,28 @@ TEST(Hints, EveryHintIsCompleteAndBounded) {
   }
 }
 
+TEST(Hints, GraphRecaptureIsPricedByTheBuildsAfterTheFirstLaunch) {
+  Result r = Compute(RecaptureRun());
+  const Hint* h = Find(r, "graph-recapture");
+  ASSERT_NE(h, nullptr);
+  // Steps 1..29 come after the first launch: 29 captures of 1 ms and 29 instantiations of 2 ms.
+  EXPECT_EQ(h->est_saving_ns, 29u * 1'000'000 + 29u * 2'000'000);
+  EXPECT_TRUE(EvidenceMentions(*h, "29 captures"));
+  EXPECT_TRUE(EvidenceMentions(*h, "op 'step': 29 instantiations"));
+  EXPECT_GE(h->severity, Severity::Warning);
+  // Built once and replayed: nothing.
+  TraceBuilder b;
+  b.Api("cudaStreamBeginCapture", B, B + 10'000);
+  b.Api("cudaStreamEndCapture", B + 990'000, B + 1'000'000);
+  b.Api("cudaGraphInstantiate", B + 1'000'000, B + 3'000'000);
+  for (uint64_t i = 0; i < 30; ++i) {
+    uint64_t t = B + 3'000'000 + i * 200'000;
+    uint32_t c = b.Api("cudaGraphLaunch", t, t + 20'000);
+    b.Kernel("graph_kernel", t + 30'000, t + 130'000, c);
+  }
+  EXPECT_EQ(Find(Compute(b.Build()), "graph-recapture"), nullptr);
+}
+
 TEST(Hints, EveryRuleIsExercised) {
   std::set<std::string> produced;
   for (const auto& s : Scenarios())
@@ -507,7 +547,7 @@ TEST(Hints, EveryRuleIsExercised) {
 
 TEST(Hints, IdsAndSeverityNames) {
   const auto& ids = HintIds();
-  EXPECT_EQ(ids.size(), 12u);
+  EXPECT_EQ(ids.size(), 13u);
   EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size());
   EXPECT_STREQ(SeverityName(Severity::Info), "info");
   EXPECT_STREQ(SeverityName(Severity::Warning), "warning");

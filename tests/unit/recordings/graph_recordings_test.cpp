@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kprof/analysis.h"
+#include "kprof/hints.h"
 #include "kprof/timeline.h"
 #include "kprof/trace.h"
 #include "test_util.h"
@@ -112,10 +113,16 @@ TEST(GraphRecordings, RecaptureBeforeEveryLaunchIsCounted) {
   EXPECT_EQ(an.summary.graph_launches, 20u);
   EXPECT_EQ(an.summary.graph_captures, 20u);
   EXPECT_EQ(an.summary.graph_instantiations, 20u);
-  // Healthy run beside it: one capture, one instantiation.
+  // Healthy runs beside it: one capture, one instantiation, and no graph-recapture hint.
   Analysis healthy = Analyze(BuildTimeline(Load("graph_replay_graph")));
   EXPECT_EQ(healthy.summary.graph_captures, 1u);
   EXPECT_EQ(healthy.summary.graph_instantiations, 1u);
+  for (const char* f :
+       {"graph_replay_graph", "graph_replay_node", "torch_graph_graph", "torch_graph_node"}) {
+    kprof::Run r = Load(f);
+    Timeline tl = BuildTimeline(r);
+    for (const Hint& h : ComputeHints(tl, Analyze(tl))) EXPECT_NE(h.id, "graph-recapture") << f;
+  }
 }
 
 TEST(GraphRecordings, TorchCudaGraphReplaysGoToTheAtenOpsThatCapturedThem) {

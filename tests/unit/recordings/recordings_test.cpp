@@ -149,21 +149,23 @@ TEST_P(RecordedHints, TopHintIsThePlantedOne) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fixtures, RecordedHints,
-    ::testing::Values(Planted{"hint_launch_bound", "launch-bound"},
-                      Planted{"hint_excessive_sync", "excessive-sync"},
-                      Planted{"hint_pageable_memcpy", "pageable-memcpy"},
-                      Planted{"hint_small_transfers", "small-transfers"},
-                      Planted{"hint_alloc_churn", "alloc-churn"},
-                      Planted{"hint_gpu_idle_gaps", "gpu-idle-gaps"},
-                      Planted{"hint_no_overlap", "no-copy-compute-overlap"},
-                      Planted{"hint_underfilled_grid", "underfilled-grid"},
-                      Planted{"hint_fp32_gemm", "fp32-gemm"},
-                      Planted{"hint_memory_bound_chain", "memory-bound-chain"},
-                      Planted{"hint_dominant_kernel", "dominant-kernel"},
-                      Planted{"hint_profiler_data_loss", "profiler-data-loss"}),
-    [](const ::testing::TestParamInfo<Planted>& i) { return std::string(i.param.fixture); });
+INSTANTIATE_TEST_SUITE_P(Fixtures, RecordedHints,
+                         ::testing::Values(Planted{"hint_launch_bound", "launch-bound"},
+                                           Planted{"hint_excessive_sync", "excessive-sync"},
+                                           Planted{"hint_pageable_memcpy", "pageable-memcpy"},
+                                           Planted{"hint_small_transfers", "small-transfers"},
+                                           Planted{"hint_alloc_churn", "alloc-churn"},
+                                           Planted{"hint_gpu_idle_gaps", "gpu-idle-gaps"},
+                                           Planted{"hint_no_overlap", "no-copy-compute-overlap"},
+                                           Planted{"hint_underfilled_grid", "underfilled-grid"},
+                                           Planted{"hint_fp32_gemm", "fp32-gemm"},
+                                           Planted{"hint_memory_bound_chain", "memory-bound-chain"},
+                                           Planted{"hint_dominant_kernel", "dominant-kernel"},
+                                           Planted{"hint_profiler_data_loss", "profiler-data-loss"},
+                                           Planted{"graph_recapture", "graph-recapture"}),
+                         [](const ::testing::TestParamInfo<Planted>& i) {
+                           return std::string(i.param.fixture);
+                         });
 
 TEST(RecordedHintsHealthy, HealthyGemmRaisesNothingAboveInfo) {
   kprof::Run run = Load("healthy_gemm");

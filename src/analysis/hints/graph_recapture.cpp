@@ -1,0 +1,93 @@
+// Hint rule graph-recapture: CUDA graphs captured and instantiated again and again once graphs are
+// being replayed, the common torch.compile(mode="reduce-overhead") failure (dynamic shapes, cache
+// misses): every new graph costs its capture and its instantiation on the host.
+// Catalogue entry, thresholds and the reasoning behind the estimate: docs/hints.md#graph-recapture.
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "analysis/hints/rule.h"
+
+namespace kprof::hints {
+namespace {
+
+bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+bool IsInstantiate(const std::string& n) {
+  return StartsWith(n, "cudaGraphInstantiate") || StartsWith(n, "cuGraphInstantiate");
+}
+bool IsBeginCapture(const std::string& n) {
+  return StartsWith(n, "cudaStreamBeginCapture") || StartsWith(n, "cuStreamBeginCapture");
+}
+bool IsEndCapture(const std::string& n) {
+  return StartsWith(n, "cudaStreamEndCapture") || StartsWith(n, "cuStreamEndCapture");
+}
+
+}  // namespace
+
+std::optional<Hint> GraphRecapture(const RuleContext& c) {
+  Hint h;
+  uint64_t again = 0, captures = 0, capture_ns = 0, instantiate_ns = 0;
+  Tally ops;
+  for (const ProcessTimeline& p : c.timeline.processes) {
+    // Replaying began at the first graph launch call; what is built after it is built again.
+    uint64_t first_launch = UINT64_MAX;
+    for (const Record* api : p.apis)
+      if (StartsWith(p.process->Name(*api), "cudaGraphLaunch") ||
+          StartsWith(p.process->Name(*api), "cuGraphLaunch"))
+        first_launch = std::min(first_launch, api->start_ns);
+    if (first_launch == UINT64_MAX) continue;
+    std::unordered_map<uint32_t, uint64_t> capture_began;  // thread -> begin-capture call start
+    for (const Record* api : p.apis) {                     // outermost calls, in time order
+      const std::string& name = p.process->Name(*api);
+      if (IsBeginCapture(name)) {
+        capture_began[api->tid] = api->start_ns;
+      } else if (IsEndCapture(name)) {
+        auto it = capture_began.find(api->tid);
+        if (it == capture_began.end()) continue;
+        if (it->second > first_launch) {
+          ++captures;
+          capture_ns += api->end_ns - std::min(api->end_ns, it->second);
+          h.est_saving_ns += api->end_ns - std::min(api->end_ns, it->second);
+        }
+        capture_began.erase(it);
+      } else if (IsInstantiate(name) && api->start_ns > first_launch) {
+        ++again;
+        instantiate_ns += api->DurationNs();
+        h.est_saving_ns += api->DurationNs();
+        ops.Add(p.OpOf(api), api->DurationNs());
+      }
+    }
+  }
+  if (again < 2 || !Price(h, c)) return std::nullopt;
+  const RunSummary& S = c.analysis.summary;
+  h.summary = fmt::format(
+      "{} CUDA graphs instantiated after replaying began: graphs are rebuilt "
+      "instead of replayed",
+      again);
+  h.evidence.push_back(fmt::format(
+      "{} graphs captured and {} instantiated in the whole run; {} "
+      "graph launches",
+      S.graph_captures, S.graph_instantiations, S.graph_launches ? S.graph_launches : S.launches));
+  h.evidence.push_back(
+      fmt::format("after the first graph launch: {} captures ({}), {} "
+                  "instantiations ({})",
+                  captures, Dur(capture_ns), again, Dur(instantiate_ns)));
+  AddTopOps(h, ops, "instantiations");
+  h.assumption =
+      "A graph built once and replayed costs its capture and instantiation once: at most the "
+      "host time of the captures and instantiations made after the first graph launch is saved "
+      "(the work they launch is not counted).";
+  h.fix_cuda =
+      "Capture and instantiate once, outside the loop, and replay; to change kernel parameters "
+      "or buffers, update the executable graph (cudaGraphExecUpdate, "
+      "cudaGraphExecKernelNodeSetParams) instead of instantiating a new one; keep shapes fixed.";
+  h.fix_pytorch =
+      "Keep input shapes static under torch.compile(mode=\"reduce-overhead\") (pad or bucket "
+      "them; torch._dynamo.mark_dynamic where they must vary); find the cause with "
+      "TORCH_LOGS=\"recompiles,cudagraphs\"; with torch.cuda.graph, capture once and copy new "
+      "inputs into the static input tensors.";
+  return h;
+}
+
+}  // namespace kprof::hints
