@@ -28,8 +28,8 @@ struct Stat {
 /// Builds a Stat from a list of durations (sorts `durations` in place).
 Stat MakeStat(std::vector<uint64_t>& durations);
 
-enum class GroupBy { Kernel, Op, RangePath, Stream, Device };
-/// Parses "kernel|op|range-path|stream|device"; nullopt for anything else.
+enum class GroupBy { Kernel, Op, RangePath, Stream, Device, Graph };
+/// Parses "kernel|op|range-path|stream|device|graph"; nullopt for anything else.
 std::optional<GroupBy> ParseGroupBy(const std::string& s);
 const char* GroupByName(GroupBy by);
 
@@ -134,6 +134,21 @@ struct RunSummary {
   std::vector<DeviceInfo> devices;
 };
 
+/// A CUDA graph that was launched: the graph view (docs/analysis.md, "CUDA graphs").
+struct GraphRow {
+  uint32_t pid = 0;
+  uint32_t id = 0;              ///< CUPTI's id of the executable graph
+  uint64_t launches = 0;        ///< launches with GPU time recorded
+  uint64_t nodes = 0;           ///< nodes of the graph, where its building was recorded (else 0)
+  uint64_t instantiations = 0;  ///< executable graphs made from the same template (1 = once)
+  Stat per_launch;              ///< GPU time of each launch (first node's start to last node's end)
+  uint64_t node_activities = 0;  ///< node-level: kernels, copies and memsets recorded
+  uint64_t busy_ns = 0;  ///< union of its work on the GPU (idle time inside launches excluded)
+  /// Where its nodes were captured, most nodes first: "capture/layer3 (10%), ...".
+  std::string captured_in;
+  std::string Key() const;  ///< "graph ID" (with "pid P " before it when pid != 0)
+};
+
 /// Per-process summary (rank view).
 struct ProcessSummary {
   uint32_t pid = 0;
@@ -168,6 +183,7 @@ struct Analysis {
   std::vector<RangeRow> ranges;  ///< NVTX ranges by name
   std::vector<ProcessSummary> processes;
   std::vector<MemPoint> memory_timeline;
+  std::vector<GraphRow> graphs;      ///< every launched CUDA graph, most GPU time first
   uint64_t unattributed_gpu_ns = 0;  ///< GPU time launched outside any range ("(no range)")
 };
 

@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "analysis/accumulators.h"
+#include "analysis/graphs.h"
 #include "analysis/intervals.h"
 
 namespace kprof {
@@ -129,6 +130,7 @@ std::optional<GroupBy> ParseGroupBy(const std::string& s) {
   if (s == "range-path") return GroupBy::RangePath;
   if (s == "stream") return GroupBy::Stream;
   if (s == "device") return GroupBy::Device;
+  if (s == "graph") return GroupBy::Graph;
   return std::nullopt;
 }
 
@@ -144,6 +146,8 @@ const char* GroupByName(GroupBy by) {
       return "stream";
     case GroupBy::Device:
       return "device";
+    case GroupBy::Graph:
+      return "graph";
   }
   return "op";
 }
@@ -565,9 +569,24 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
           rows.push_back(acc.Row(key, busy));
         }
         break;
+      case GroupBy::Graph:
+        for (const GraphRow& gr : an.graphs) {
+          GroupRow g;
+          g.key = gr.Key();
+          g.calls = gr.launches;
+          g.gpu_ns = gr.per_launch.total_ns;
+          // GPU time: the launches' spans (first node's start to last node's end); projected:
+          // the union of the work, without the idle time inside launches (node-level).
+          g.gpu_projected_ns = gr.busy_ns;
+          g.kernels = gr.node_activities;
+          g.share = busy ? static_cast<double>(gr.busy_ns) / static_cast<double>(busy) : 0;
+          rows.push_back(std::move(g));
+        }
+        break;
     }
     return rows;
   };
+  an.graphs = detail::GraphRows(tl);
   an.rows = view_rows(opts.by);
   if (opts.all_views) {
     for (GroupBy by : {GroupBy::RangePath, GroupBy::Stream, GroupBy::Device}) {

@@ -4,11 +4,16 @@
 // GraphNode and GraphEvent records; read by the timeline's attribution and the graph view.
 #include "analysis/graphs.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
+
+#include "analysis/intervals.h"
 
 namespace kprof {
 
@@ -120,5 +125,81 @@ void BuildGraphIndex(const ProcessTrace& p, const ProcessIndex& index, GraphInde
   }
 }
 
+std::vector<GraphRow> GraphRows(const Timeline& tl) {
+  std::vector<GraphRow> out;
+  const bool many = tl.processes.size() > 1;
+  for (const ProcessTimeline& t : tl.processes) {
+    // Launch durations per graph id: graph-level records directly; node-level work grouped by
+    // its launch (correlation id) and graph (the high half of the node id, CUPTI's layout).
+    std::map<uint32_t, std::vector<uint64_t>> durations;
+    std::map<uint32_t, uint64_t> node_work;
+    std::map<uint32_t, UnionAcc> busy;  // acts are in start order, as UnionAcc needs
+    std::map<std::pair<uint32_t, uint32_t>, NsInterval> extent;  // (graph, correlation)
+    for (const Record* a : t.acts) {
+      const uint64_t end = std::max(a->start_ns, a->end_ns);
+      if (a->Kind() == RecordKind::GraphLaunch) {
+        durations[a->a].push_back(a->DurationNs());
+        busy[a->a].Add(a->start_ns, end);
+        continue;
+      }
+      const uint64_t node = GraphNodeOf(*a);
+      if (node == 0) continue;
+      const auto graph = static_cast<uint32_t>(node >> 32);
+      ++node_work[graph];
+      busy[graph].Add(a->start_ns, end);
+      auto [it, fresh] = extent.try_emplace({graph, a->correlation}, a->start_ns, a->end_ns);
+      if (!fresh) {
+        it->second.first = std::min(it->second.first, a->start_ns);
+        it->second.second = std::max(it->second.second, a->end_ns);
+      }
+    }
+    for (const auto& [key, iv] : extent)
+      durations[key.first].push_back(iv.second > iv.first ? iv.second - iv.first : 0);
+    std::map<uint32_t, uint64_t> execs_of_source;
+    for (const auto& [id, info] : t.graphs.graphs)
+      if (info.source != 0) ++execs_of_source[info.source];
+    for (auto& [id, d] : durations) {
+      GraphRow row;
+      row.pid = many ? t.process->pid : 0;
+      row.id = id;
+      row.launches = d.size();
+      row.per_launch = MakeStat(d);
+      row.node_activities = node_work.count(id) ? node_work[id] : 0;
+      row.busy_ns = busy[id].Total();
+      auto it = t.graphs.graphs.find(id);
+      if (it != t.graphs.graphs.end()) {
+        const GraphInfo& info = it->second;
+        row.nodes = info.nodes;
+        row.instantiations = info.source != 0 ? execs_of_source[info.source] : 0;
+        std::vector<std::pair<uint64_t, int>> where;
+        for (const auto& [range, n] : info.capture_ranges) where.emplace_back(n, range);
+        std::sort(where.begin(), where.end(), [](const auto& x, const auto& y) {
+          return x.first != y.first ? x.first > y.first : x.second < y.second;
+        });
+        for (size_t i = 0; i < where.size() && i < 3; ++i) {
+          const auto [n, range] = where[i];
+          row.captured_in += fmt::format(
+              "{}{} ({:.0f}%)", i ? ", " : "",
+              range < 0 ? std::string("(no range)") : t.index.Path(range),
+              info.nodes ? 100.0 * static_cast<double>(n) / static_cast<double>(info.nodes) : 0.0);
+        }
+        if (where.size() > 3) row.captured_in += fmt::format(", {} more", where.size() - 3);
+      }
+      out.push_back(std::move(row));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const GraphRow& x, const GraphRow& y) {
+    if (x.per_launch.total_ns != y.per_launch.total_ns)
+      return x.per_launch.total_ns > y.per_launch.total_ns;
+    return std::tie(x.pid, x.id) < std::tie(y.pid, y.id);
+  });
+  return out;
+}
+
 }  // namespace detail
+
+std::string GraphRow::Key() const {
+  return (pid != 0 ? fmt::format("pid {} ", pid) : std::string()) + fmt::format("graph {}", id);
+}
+
 }  // namespace kprof

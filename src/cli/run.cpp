@@ -248,7 +248,7 @@ int CmdRun(const std::vector<std::string>& args) {
   if (!ParseFormat(v.format) || !ParseGroupBy(v.by) ||
       (v.sort != "gpu" && v.sort != "calls" && v.sort != "cpu" && v.sort != "name")) {
     cli::Error("run",
-               "--format must be table|csv|json|md, --by kernel|op|range-path|stream|device and "
+               "--format must be table|csv|json|md, --by kernel|op|range-path|stream|device|graph and "
                "--sort gpu|calls|cpu|name");
     return kExitUsage;
   }

@@ -228,6 +228,26 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
     else
       KernelTable(out, a.kernels, o.top, "  ");
   }
+  if (!a.graphs.empty()) {
+    // Only runs with CUDA graphs: every other report stays as it was.
+    out << "\nCUDA graphs\n";
+    out << fmt::format("  {:<16} {:>8} {:>7} {:>6} {:>11} {:>11} {:>11}  {}\n", "Graph", "Launches",
+                       "Nodes", "Inst.", "Per launch", "p95", "GPU time", "Captured in");
+    size_t n = 0;
+    for (const GraphRow& g : a.graphs) {
+      if (o.top && n++ >= o.top) {
+        out << fmt::format("  ... {} more graphs\n", a.graphs.size() - o.top);
+        break;
+      }
+      out << "  " << Pad(Fit(g.Key(), 16), 16)
+          << fmt::format(" {:>8} {:>7} {:>6} {:>11} {:>11} {:>11}  {}\n", g.launches,
+                         g.nodes ? std::to_string(g.nodes) : "?",
+                         g.instantiations ? std::to_string(g.instantiations) : "?",
+                         FormatDuration(g.per_launch.mean_ns), FormatDuration(g.per_launch.p95_ns),
+                         FormatDuration(g.per_launch.total_ns),
+                         g.captured_in.empty() ? "(not recorded)" : DisplayText(g.captured_in));
+    }
+  }
   out << "\nTotals\n";
   Totals(out, s, "  ");
 
@@ -462,6 +482,22 @@ std::string ReportJson(const Run& run, const Analysis& a, const std::vector<Hint
   j["ranges"] = ranges;
   j["processes"] = procs;
   j["hints"] = hs;
+  if (!a.graphs.empty()) {
+    ordered_json graphs = ordered_json::array();
+    for (const GraphRow& g : a.graphs)
+      graphs.push_back({{"pid", g.pid},
+                        {"id", g.id},
+                        {"launches", g.launches},
+                        {"nodes", g.nodes},
+                        {"instantiations", g.instantiations},
+                        {"node_activities", g.node_activities},
+                        {"gpu_ns", g.per_launch.total_ns},
+                        {"launch_mean_ns", g.per_launch.mean_ns},
+                        {"launch_p95_ns", g.per_launch.p95_ns},
+                        {"launch_max_ns", g.per_launch.max_ns},
+                        {"captured_in", g.captured_in}});
+    j["graphs"] = graphs;
+  }
   // Names come from the profiled program: invalid UTF-8 is replaced, never fatal.
   return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -89,6 +89,45 @@ TEST(GraphRecordings, NodeModeEveryNodeGoesToTheLayerThatCapturedIt) {
   EXPECT_EQ(an.summary.kernels, 2050u);
 }
 
+TEST(GraphRecordings, TheGraphViewListsEachLaunchedGraph) {
+  struct Want {
+    const char* fixture;
+    size_t graphs;
+    uint64_t launches, nodes, node_activities;
+  };
+  for (const Want& w :
+       {Want{"graph_replay_graph", 1, 20, 100, 0}, Want{"graph_replay_node", 1, 20, 100, 2000},
+        Want{"graph_recapture", 20, 1, 100, 0}, Want{"torch_graph_node", 1, 20, 72, 1440},
+        Want{"torch_graph_graph", 1, 20, 72, 0}}) {
+    SCOPED_TRACE(w.fixture);
+    kprof::Run run = Load(w.fixture);
+    AnalysisOptions opts;
+    opts.by = GroupBy::Graph;
+    Analysis an = Analyze(BuildTimeline(run), opts);
+    ASSERT_EQ(an.graphs.size(), w.graphs);
+    ASSERT_EQ(an.rows.size(), w.graphs);
+    uint64_t total = 0;
+    for (const GraphRow& g : an.graphs) {
+      EXPECT_EQ(g.launches, w.launches);
+      EXPECT_EQ(g.per_launch.count, w.launches);
+      EXPECT_EQ(g.nodes, w.nodes);
+      EXPECT_EQ(g.instantiations, 1u);
+      EXPECT_EQ(g.node_activities, w.node_activities);
+      EXPECT_LE(g.busy_ns, g.per_launch.total_ns);
+      EXPECT_FALSE(g.captured_in.empty());
+      total += g.per_launch.total_ns;
+    }
+    EXPECT_EQ(an.rows.front().key, an.graphs.front().Key());
+    EXPECT_EQ(an.rows.front().calls, w.launches);
+    // Graph-level: the launches are the graph GPU time of the totals.
+    if (w.node_activities == 0) {
+      EXPECT_EQ(total, an.summary.graph_ns);
+    }
+  }
+  // A run without graphs has no graph rows.
+  EXPECT_TRUE(Analyze(BuildTimeline(Load("vector_add"))).graphs.empty());
+}
+
 TEST(GraphRecordings, GapsInsideAGraphAreNotLaunchLatency) {
   // launch-bound advises CUDA graphs for short gaps before kernels; the gaps between the nodes
   // of a graph launch are not the host's launches and must not be priced as such.
