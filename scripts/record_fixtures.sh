@@ -32,6 +32,7 @@ graphs() {
   if "$PY" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     for mode in graph node; do
       RECORD_OPTS="--graph-trace $mode" record torch_graph_$mode "$PY" tests/gpu/scripts/torch_graph.py 20
+      RECORD_OPTS="--graph-trace $mode" record torch_compile_$mode "$PY" tests/gpu/scripts/torch_graph.py 50 --compile
     done
   fi
 }

@@ -370,7 +370,8 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
       const int inner_range = t.act_range[i];
       if (const GraphInfo* g = CapturedGraph(t, r)) {
         // A graph launched as a whole: its GPU time is shared among the ranges its nodes were
-        // captured in, by node count (the graph's own row is in the graph view).
+        // captured in, by node count (the graph's own row is in the graph view). Nodes captured
+        // outside any range go, like node-level work, to the range of the launch.
         const uint64_t dur = r.DurationNs();
         uint64_t given = 0;
         for (size_t j = 0; j < g->capture_ranges.size(); ++j) {
@@ -381,13 +382,14 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
                                   ? dur - given
                                   : dur / g->nodes * n + dur % g->nodes * n / g->nodes;
           given += ns;
-          if (range < 0) {
+          const int to = range >= 0 ? range : inner_range;
+          if (to < 0) {
             no_range().first->AddGraphShare(ns);
             no_range().second->AddGraphShare(ns);
             an.unattributed_gpu_ns += ns;
           } else {
-            op_of[static_cast<size_t>(range)]->AddGraphShare(ns);
-            path_of[static_cast<size_t>(range)]->second.AddGraphShare(ns);
+            op_of[static_cast<size_t>(to)]->AddGraphShare(ns);
+            path_of[static_cast<size_t>(to)]->second.AddGraphShare(ns);
           }
         }
       } else if (inner_range < 0) {
@@ -473,12 +475,13 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
     }
     if (const GraphInfo* g = CapturedGraph(t, r)) {
       for (const auto& [range, n] : g->capture_ranges) {
-        if (range < 0) {
+        const int to = range >= 0 ? range : t.act_range[i];
+        if (to < 0) {
           fd.no_op->busy.Add(s, e);
           fd.no_path->busy.Add(s, e);
         } else {
-          fd.op_of[static_cast<size_t>(range)]->busy.Add(s, e);
-          fd.path_of[static_cast<size_t>(range)]->second.busy.Add(s, e);
+          fd.op_of[static_cast<size_t>(to)]->busy.Add(s, e);
+          fd.path_of[static_cast<size_t>(to)]->second.busy.Add(s, e);
         }
       }
     } else if (const int inner = t.act_range[i]; inner < 0) {

@@ -189,3 +189,37 @@ TEST(GraphRecordings, TorchCudaGraphReplaysGoToTheAtenOpsThatCapturedThem) {
 
 }  // namespace
 }  // namespace kprof
+
+namespace kprof {
+namespace {
+
+// torch.compile(mode="reduce-overhead") on the H100 (tests/gpu/scripts/torch_graph.py 50 --compile,
+// both modes): Inductor's CUDA-graph trees capture one graph of 48 nodes outside any NVTX range and
+// replay it 52 times (3 warm-up calls, 50 timed inside "replay"). Captured outside any range, its
+// work goes to the range of each launch in both modes.
+TEST(GraphRecordings, TorchCompileReduceOverheadGraphsAreSeen) {
+  for (const std::string mode : {"graph", "node"}) {
+    SCOPED_TRACE(mode);
+    kprof::Run run =
+        ReadInputs({std::string(KPROF_SOURCE_DIR) + "/tests/fixtures/gpu/torch_compile_" + mode});
+    Timeline tl = BuildTimeline(run);
+    Analysis an = Analyze(tl);
+    ASSERT_EQ(an.graphs.size(), 1u);
+    const GraphRow& g = an.graphs.front();
+    EXPECT_EQ(g.launches, 52u);
+    EXPECT_EQ(g.nodes, 48u);
+    EXPECT_EQ(g.instantiations, 1u);
+    EXPECT_EQ(g.captured_in, "(no range) (100%)");
+    EXPECT_EQ(an.summary.graph_captures, 2u);
+    EXPECT_EQ(an.summary.graph_instantiations, 2u);
+    EXPECT_EQ(an.summary.graph_node_activities, mode == "node" ? 52u * 48u : 0u);
+    EXPECT_EQ(an.summary.graph_launches, mode == "graph" ? 52u : 0u);
+    // 50 of the 52 launches are inside "replay": at least 50/52 of the graphs' time is there.
+    const GroupRow* replay = FindRow(an.ops, "replay");
+    ASSERT_NE(replay, nullptr);
+    EXPECT_GE(replay->gpu_ns * 52, g.busy_ns * 50);
+  }
+}
+
+}  // namespace
+}  // namespace kprof
