@@ -29,9 +29,9 @@ PY
 }
 
 SMALL=(vector_add memset memcpy_kinds graph_launch sync_kinds nvtx_threads crash_abort
-       hint_pageable_memcpy hint_fp32_gemm hint_profiler_data_loss train_step)
+       hint_pageable_memcpy hint_fp32_gemm hint_profiler_data_loss train_step graph_replay_graph)
 for f in "${SMALL[@]}"; do cp $G/$f/*.kprof "$C/run_file/$f.kprof"; done
-for f in torch_nvtx hint_gpu_idle_gaps hint_alloc_churn storm_2k; do
+for f in torch_nvtx hint_gpu_idle_gaps hint_alloc_churn storm_2k graph_replay_node; do
   cut_run $G/$f/*.kprof "$C/run_file/$f.cut.kprof" 65536
 done
 cut_run examples/default-run/*.kprof "$C/run_file/default-run.cut.kprof" 131072
