@@ -214,5 +214,9 @@ Timeline BuildTimeline(const Run& run);
 bool IsSyncApi(std::string_view name);
 /// Is this the name of a device or host memory allocation or release call?
 bool IsAllocApi(std::string_view name);
+/// CUDA graph calls by name (runtime and driver, every version suffix): instantiation, stream
+/// capture begin and end, graph launch.
+enum class GraphApi : uint8_t { None, Instantiate, BeginCapture, EndCapture, Launch };
+GraphApi GraphApiOf(std::string_view name);
 
 }  // namespace kprof

@@ -30,6 +30,7 @@ void BuildGraphIndex(const ProcessTrace& p, const ProcessIndex& index, GraphInde
   std::unordered_map<uint64_t, const Record*> by_id;
   std::vector<const Record*> node_records, created;
   std::unordered_map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> instantiating;
+  std::vector<int8_t> is_instantiate(p.strings.size(), -1);  // by name id: -1 not yet known
   for (const Record& r : p.records) {
     switch (r.Kind()) {
       case RecordKind::GraphNode: {
@@ -60,9 +61,11 @@ void BuildGraphIndex(const ProcessTrace& p, const ProcessIndex& index, GraphInde
         break;
       case RecordKind::RuntimeApi:
       case RecordKind::DriverApi: {
-        const std::string& name = p.Name(r);
-        if (name.rfind("cudaGraphInstantiate", 0) == 0 || name.rfind("cuGraphInstantiate", 0) == 0)
-          instantiating[r.tid].emplace_back(r.start_ns, r.end_ns);
+        // Classified once per name: a run has millions of API records and few names.
+        if (r.name >= is_instantiate.size()) break;
+        int8_t& known = is_instantiate[r.name];
+        if (known < 0) known = GraphApiOf(p.Name(r)) == GraphApi::Instantiate ? 1 : 0;
+        if (known == 1) instantiating[r.tid].emplace_back(r.start_ns, r.end_ns);
         break;
       }
       default:

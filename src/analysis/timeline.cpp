@@ -204,6 +204,17 @@ bool IsSyncApi(std::string_view n) {
   return k.count(n) != 0;
 }
 
+GraphApi GraphApiOf(std::string_view n) {
+  const auto starts = [&](std::string_view runtime, std::string_view driver) {
+    return n.substr(0, runtime.size()) == runtime || n.substr(0, driver.size()) == driver;
+  };
+  if (starts("cudaGraphInstantiate", "cuGraphInstantiate")) return GraphApi::Instantiate;
+  if (starts("cudaStreamBeginCapture", "cuStreamBeginCapture")) return GraphApi::BeginCapture;
+  if (starts("cudaStreamEndCapture", "cuStreamEndCapture")) return GraphApi::EndCapture;
+  if (starts("cudaGraphLaunch", "cuGraphLaunch")) return GraphApi::Launch;
+  return GraphApi::None;
+}
+
 bool IsAllocApi(std::string_view n) {
   static const std::unordered_set<std::string_view> k = {"cudaMalloc",
                                                          "cudaFree",

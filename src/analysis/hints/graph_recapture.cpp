@@ -10,20 +10,6 @@
 #include "analysis/hints/rule.h"
 
 namespace kprof::hints {
-namespace {
-
-bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
-bool IsInstantiate(const std::string& n) {
-  return StartsWith(n, "cudaGraphInstantiate") || StartsWith(n, "cuGraphInstantiate");
-}
-bool IsBeginCapture(const std::string& n) {
-  return StartsWith(n, "cudaStreamBeginCapture") || StartsWith(n, "cuStreamBeginCapture");
-}
-bool IsEndCapture(const std::string& n) {
-  return StartsWith(n, "cudaStreamEndCapture") || StartsWith(n, "cuStreamEndCapture");
-}
-
-}  // namespace
 
 std::optional<Hint> GraphRecapture(const RuleContext& c) {
   Hint h;
@@ -33,16 +19,15 @@ std::optional<Hint> GraphRecapture(const RuleContext& c) {
     // Replaying began at the first graph launch call; what is built after it is built again.
     uint64_t first_launch = UINT64_MAX;
     for (const Record* api : p.apis)
-      if (StartsWith(p.process->Name(*api), "cudaGraphLaunch") ||
-          StartsWith(p.process->Name(*api), "cuGraphLaunch"))
+      if (GraphApiOf(p.process->Name(*api)) == GraphApi::Launch)
         first_launch = std::min(first_launch, api->start_ns);
     if (first_launch == UINT64_MAX) continue;
     std::unordered_map<uint32_t, uint64_t> capture_began;  // thread -> begin-capture call start
     for (const Record* api : p.apis) {                     // outermost calls, in time order
-      const std::string& name = p.process->Name(*api);
-      if (IsBeginCapture(name)) {
+      const GraphApi kind = GraphApiOf(p.process->Name(*api));
+      if (kind == GraphApi::BeginCapture) {
         capture_began[api->tid] = api->start_ns;
-      } else if (IsEndCapture(name)) {
+      } else if (kind == GraphApi::EndCapture) {
         auto it = capture_began.find(api->tid);
         if (it == capture_began.end()) continue;
         if (it->second > first_launch) {
@@ -51,7 +36,7 @@ std::optional<Hint> GraphRecapture(const RuleContext& c) {
           h.est_saving_ns += api->end_ns - std::min(api->end_ns, it->second);
         }
         capture_began.erase(it);
-      } else if (IsInstantiate(name) && api->start_ns > first_launch) {
+      } else if (kind == GraphApi::Instantiate && api->start_ns > first_launch) {
         ++again;
         instantiate_ns += api->DurationNs();
         h.est_saving_ns += api->DurationNs();
