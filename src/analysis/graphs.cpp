@@ -74,10 +74,9 @@ void BuildGraphIndex(const ProcessTrace& p, const ProcessIndex& index, GraphInde
   }
   // Graphs the program made: instantiation makes graphs of its own (the executable graph, and
   // with graph-level tracing one more), on the instantiating thread inside the instantiate call.
-  std::unordered_map<uint32_t, bool> execs;
-  for (const auto& [id, info] : g.graphs) execs[id] = info.source != 0;
   for (const Record* r : created) {
-    if (execs.count(r->a) && execs[r->a]) continue;
+    if (auto exec = g.graphs.find(r->a); exec != g.graphs.end() && exec->second.source != 0)
+      continue;  // the executable graph itself
     bool inside = false;
     if (auto it = instantiating.find(r->tid); it != instantiating.end()) {
       for (const auto& [s, e] : it->second) inside |= s <= r->start_ns && r->start_ns <= e;
