@@ -126,6 +126,12 @@ enum class OverheadKind : uint8_t {
   DriverCompiler = 9,
 };
 
+/// GraphLaunch.flags bit 0: the graph was launched from the device, by a kernel of graph `c`.
+inline constexpr uint8_t kGraphLaunchFromDevice = 1u;
+/// GraphEvent(ExecCreated).c bit: instantiated for launch from the device
+/// (CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH).
+inline constexpr uint32_t kInstantiateDeviceLaunch = 4u;
+
 /// Memcpy/memset flag bit in Record::flags' high bits is never used; copy flags go in `c`.
 inline constexpr uint32_t kCopyAsync = 1u;  ///< Memcpy.c bit 0: the copy was asynchronous
 
@@ -154,13 +160,17 @@ inline constexpr uint32_t kCopyAsync = 1u;  ///< Memcpy.c bit 0: the copy was as
 ///   Range      b = domain string id (e.g. "cpu_op", "user_annotation"); tid = thread
 ///   GpuRange   b = domain string id; tid = stream
 ///   GraphLaunch  GPU record (tid = stream, device = device of its first node); a = graph id as
-///              CUPTI reports it; b = device of its last node; correlation = the launch call's
+///              CUPTI reports it; b = device of its last node; correlation = the launch call's.
+///              flags bit0 (kGraphLaunchFromDevice): launched by a kernel of another graph, c =
+///              that graph's id, d = CUPTI's device launch mode; correlation = 0 (no API call)
 ///   GraphNode  CPU instant (start_ns = end_ns) on the thread that made the node; bytes = node
 ///              id; a = graph id; flags = GraphNodeOrigin; e = node type (CUDA's CUgraphNodeType);
 ///              Cloned: b = original graph id, c/d = original node id low/high 32 bits;
 ///              name = kernel name when the agent could read it (graph mode), else 0
 ///   GraphEvent CPU instant on the calling thread; flags = GraphEventKind; a = graph id (the
-///              executable graph's id for Exec*); b = source graph id (ExecCreated, GraphCloned)
+///              executable graph's id for Exec*); b = source graph id (ExecCreated, GraphCloned);
+///              ExecCreated: c = the instantiation flags (CUDA's CUgraphInstantiate_flags; bit 2
+///              = kInstantiateDeviceLaunch), d = 1 when they could not be read
 ///   Per-node records of graph launches (node mode): Kernel bytes = graph node id; Memset c/d =
 ///   node id low/high; Memcpy f = node id low 32 bits, c bits 1..31 = its high bits (CUPTI puts
 ///   the graph id there). 0 = not launched from a graph.

@@ -223,9 +223,16 @@ int Initialize() {
 
   bool ok = ConfigureActivityAttributes(/*zeroed_buffers=*/true);
   ok &= KPROF_CUPTI(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted));
+  // Graphs launched from the device are recorded only at graph level, and only when asked for
+  // before CUDA is initialised (the injection runs inside cuInit, before any context).
+  std::string device_graphs = "off";
+  if (a.graph_level && (a.kinds & (kKindKernel | kKindMemcpy | kKindMemset)) != 0 &&
+      KPROF_CUPTI(cuptiActivityEnableDeviceGraph(1)))
+    device_graphs = "on";
   int apis = 0;
   ok &= EnableActivityKinds(a.kinds, &apis, a.graph_level);
-  MetaList setup{{"api_callbacks_enabled", std::to_string(apis)}};
+  MetaList setup{{"api_callbacks_enabled", std::to_string(apis)},
+                 {"device_graph_trace", device_graphs}};
   if (!ok) setup.emplace_back("agent_error", "CUPTI activity setup failed; see stderr");
   a.writer.WriteMeta(setup);
   a.pid = getpid();

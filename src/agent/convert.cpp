@@ -202,6 +202,24 @@ ConvertResult ConvertRecord(const CUpti_Activity* rec, Interner& strings, Record
       out.b = g->endDeviceId;
       return ConvertResult::Converted;
     }
+    case CUPTI_ACTIVITY_KIND_DEVICE_GRAPH_TRACE: {
+      // A graph launched by a kernel (cudaGraphLaunch in device code): no API call, so no
+      // correlation id; the graph whose kernel launched it says where it came from.
+      const auto* g = reinterpret_cast<const CUpti_ActivityDeviceGraphTrace*>(rec);
+      if (g->start == 0 || g->end == 0) return ConvertResult::MissingTimestamp;
+      out.kind = static_cast<uint8_t>(RecordKind::GraphLaunch);
+      out.device = Device(g->deviceId);
+      out.start_ns = g->start;
+      out.end_ns = g->end;
+      out.flags = kGraphLaunchFromDevice;
+      out.tid = static_cast<uint32_t>(g->streamId);
+      out.name = strings.Intern("CUDA graph " + std::to_string(g->graphId));
+      out.a = g->graphId;
+      out.b = g->deviceId;
+      out.c = g->launcherGraphId;
+      out.d = g->deviceLaunchMode;
+      return ConvertResult::Converted;
+    }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
       const auto* s = reinterpret_cast<const CUpti_ActivitySynchronization2*>(rec);
       if (s->start == 0 || s->end == 0) return ConvertResult::MissingTimestamp;

@@ -113,14 +113,17 @@ std::string KindsToString(uint32_t kinds) {
   return out;
 }
 
+void LogFailureOnce(const char* call, const char* message, int code, const char* file, int line) {
+  std::lock_guard<std::mutex> lock(LogMutex());
+  if (Logged().insert({file, line}).second)
+    std::fprintf(stderr, "kprof agent: %s failed: %s (%d)\n", call, message, code);
+}
+
 bool CheckCupti(CUptiResult r, const char* call, const char* file, int line) {
   if (r == CUPTI_SUCCESS) return true;
-  std::lock_guard<std::mutex> lock(LogMutex());
-  if (Logged().insert({file, line}).second) {
-    const char* msg = nullptr;
-    if (cuptiGetResultString(r, &msg) != CUPTI_SUCCESS || msg == nullptr) msg = "unknown error";
-    std::fprintf(stderr, "kprof agent: %s failed: %s (%d)\n", call, msg, static_cast<int>(r));
-  }
+  const char* msg = nullptr;
+  if (cuptiGetResultString(r, &msg) != CUPTI_SUCCESS || msg == nullptr) msg = "unknown error";
+  LogFailureOnce(call, msg, static_cast<int>(r), file, line);
   return false;
 }
 

@@ -33,6 +33,8 @@ std::string KindsToString(uint32_t kinds);
 /// Logs a failed CUPTI call once per call site to stderr; returns true on success.
 bool CheckCupti(CUptiResult r, const char* call, const char* file, int line);
 #define KPROF_CUPTI(call) ::kprof::agent::CheckCupti((call), #call, __FILE__, __LINE__)
+/// Logs a failed call once per call site (`message` and `code` describe the failure).
+void LogFailureOnce(const char* call, const char* message, int code, const char* file, int line);
 
 /// Sets activity attributes (device buffer size, zeroed buffers). Call before enabling kinds.
 /// `zeroed_buffers`: the client promises buffers handed to CUPTI are zero-filled.

@@ -32,6 +32,15 @@ constexpr CUpti_CallbackId kGraphCallbacks[] = {
 // to 32 bits): GraphNode records must match the NVTX records of the same thread.
 uint32_t CuptiThreadId() { return static_cast<uint32_t>(pthread_self()); }
 
+// A driver call the agent makes itself: a failure is logged once per call site.
+bool CheckCu(CUresult r, const char* call, const char* file, int line) {
+  if (r == CUDA_SUCCESS) return true;
+  const char* msg = nullptr;
+  if (cuGetErrorString(r, &msg) != CUDA_SUCCESS || msg == nullptr) msg = "unknown error";
+  LogFailureOnce(call, msg, static_cast<int>(r), file, line);
+  return false;
+}
+
 uint32_t GraphId(CUgraph g) {
   uint32_t id = 0;
   if (g != nullptr) KPROF_CUPTI(cuptiGetGraphId(g, &id));
@@ -145,6 +154,14 @@ bool OnGraphCallback(CUpti_CallbackId cbid, const void* data) {
       Record r = Instant(RecordKind::GraphEvent, static_cast<uint8_t>(GraphEventKind::ExecCreated));
       r.a = ExecId(g->graphExec);
       r.b = GraphId(g->graph);
+      // How it was instantiated: a graph made for device launch runs where node-level tracing
+      // cannot see it (CUPTI 13.0 records such launches only at graph level).
+      cuuint64_t flags = 0;
+      if (g->graphExec != nullptr && CheckCu(cuGraphExecGetFlags(g->graphExec, &flags),
+                                             "cuGraphExecGetFlags", __FILE__, __LINE__))
+        r.c = static_cast<uint32_t>(flags);
+      else
+        r.d = 1;
       Push(r);
       break;
     }
