@@ -114,7 +114,11 @@ struct RunSummary {
   uint64_t graph_node_activities =
       0;                        ///< kernels, copies and memsets run inside graphs (node-level)
   uint64_t graph_captures = 0;  ///< graphs created (stream capture or the graph API)
-  uint64_t graph_instantiations = 0;  ///< executable graphs created
+  uint64_t graph_instantiations = 0;   ///< executable graphs created
+  uint64_t graph_device_launches = 0;  ///< graph launches made from the device (graph-level)
+  /// Executable graphs instantiated for launch from the device in processes that did not
+  /// record such launches (node-level tracing; CUPTI records them only at graph level).
+  uint64_t graph_device_unrecorded = 0;
   uint64_t syncs = 0;
   uint64_t sync_ns = 0;  ///< host time blocked in Sync records
   uint64_t api_calls = 0;
@@ -146,6 +150,9 @@ struct GraphRow {
   uint64_t busy_ns = 0;  ///< union of its work on the GPU (idle time inside launches excluded)
   /// Where its nodes were captured, most nodes first: "capture/layer3 (10%), ...".
   std::string captured_in;
+  uint64_t device_launches = 0;  ///< launches made from the device, by a kernel of another graph
+  std::string launched_by;       ///< the graphs whose kernels launched it: "graph 11, ..."
+
   std::string Key() const;  ///< "graph ID" (with "pid P " before it when pid != 0)
 };
 

@@ -132,6 +132,8 @@ struct GraphInfo {
   uint32_t id = 0;      ///< the id its launches carry (CUPTI's graph id of the launched graph)
   uint32_t source = 0;  ///< id of the graph it was instantiated from, when known (else 0)
   uint64_t nodes = 0;   ///< nodes known to belong to it
+  /// Instantiated for launch from the device (cudaGraphInstantiateFlagDeviceLaunch).
+  bool device_launch = false;
   /// Where its nodes were made: (innermost range open on the making thread, or -1 for none;
   /// nodes made there), by range index. Sums to `nodes`.
   std::vector<std::pair<int, uint64_t>> capture_ranges;
@@ -149,7 +151,15 @@ struct GraphIndex {
   /// Graphs the program created (stream capture or cudaGraphCreate); not those instantiation
   /// makes itself (inside the instantiate call, or the executable graph).
   uint64_t captures = 0;
-  uint64_t instantiations = 0;  ///< executable graphs created
+  uint64_t instantiations = 0;       ///< executable graphs created
+  uint64_t device_launch_execs = 0;  ///< of those, instantiated for launch from the device
+  /// Graph id -> a hash of its structure (the number of nodes made in it, and the names of their
+  /// kernels where recorded), for graphs whose nodes were made by capture or the graph API: two
+  /// graphs with equal hashes were built the same way.
+  std::unordered_map<uint32_t, uint64_t> structure;
+  /// GraphCreated and ExecCreated records, in time order: which graph a capture or an
+  /// instantiate call made.
+  std::vector<const Record*> events;
   /// The innermost range open on the thread that made `node_id`, when it was made; -1 when the
   /// node is unknown or no range was open.
   int CaptureRange(uint64_t node_id) const;
@@ -181,8 +191,17 @@ struct ProcessTimeline {
 
   /// The API call that launched `activity`, or null.
   const Record* Api(const Record& activity) const {
-    return index.api_by_correlation.Find(activity.correlation);
+    return index.api_by_correlation.Find(Correlation(activity));
   }
+  /// The correlation id of the launch an activity belongs to: its own, or, for graph work CUPTI
+  /// gives none (the body of a conditional node, a graph launched from the device), the one of
+  /// the launch of its graph (of the graph that launched it) that was running (inherited).
+  uint32_t Correlation(const Record& activity) const {
+    if (activity.correlation != 0 || inherited_correlation.empty()) return activity.correlation;
+    auto it = inherited_correlation.find(&activity);
+    return it == inherited_correlation.end() ? 0 : it->second;
+  }
+  std::unordered_map<const Record*, uint32_t> inherited_correlation;
   /// Display name of a kernel, as the views show it; interned: equal names, equal addresses.
   const std::string& KernelName(const Record& kernel) const {
     return kernel.name < kernel_names.size() && kernel_names[kernel.name]

@@ -356,6 +356,7 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
       } else {
         ++S.graph_launches;
         S.graph_ns += r.DurationNs();
+        if ((r.flags & kGraphLaunchFromDevice) != 0) ++S.graph_device_launches;
       }
       if (k != RecordKind::GraphLaunch && GraphNodeOf(r) != 0) ++S.graph_node_activities;
 
@@ -415,6 +416,8 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
     S.launches += launches;
     S.graph_captures += t.graphs.captures;
     S.graph_instantiations += t.graphs.instantiations;
+    if (auto dg = p.meta.find("device_graph_trace"); dg == p.meta.end() || dg->second != "on")
+      S.graph_device_unrecorded += t.graphs.device_launch_execs;
     S.api_ns += ApiTimeNs(t);
     if (pfirst != UINT64_MAX) {
       first = std::min(first, pfirst);

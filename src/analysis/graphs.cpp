@@ -43,6 +43,9 @@ void BuildGraphIndex(const ProcessTrace& p, const ProcessIndex& index, GraphInde
         break;
       }
       case RecordKind::GraphEvent:
+        if (r.flags == static_cast<uint8_t>(GraphEventKind::GraphCreated) ||
+            r.flags == static_cast<uint8_t>(GraphEventKind::ExecCreated))
+          g.events.push_back(&r);
         switch (static_cast<GraphEventKind>(r.flags)) {
           case GraphEventKind::GraphCreated:
             created.push_back(&r);
@@ -51,6 +54,10 @@ void BuildGraphIndex(const ProcessTrace& p, const ProcessIndex& index, GraphInde
             ++g.instantiations;
             g.graphs[r.a].id = r.a;
             g.graphs[r.a].source = r.b;
+            if ((r.c & kInstantiateDeviceLaunch) != 0 && !g.graphs[r.a].device_launch) {
+              g.graphs[r.a].device_launch = true;
+              ++g.device_launch_execs;
+            }
             break;
           default:
             break;
@@ -83,6 +90,8 @@ void BuildGraphIndex(const ProcessTrace& p, const ProcessIndex& index, GraphInde
     }
     if (!inside) ++g.captures;
   }
+  std::stable_sort(g.events.begin(), g.events.end(),
+                   [](const Record* x, const Record* y) { return x->start_ns < y->start_ns; });
   if (node_records.empty()) return;
   // Each node back to the node it was cloned from, and from there to where it was made (a
   // bounded walk: ids come from a file, and a cycle must not hang the reader).
@@ -105,6 +114,17 @@ void BuildGraphIndex(const ProcessTrace& p, const ProcessIndex& index, GraphInde
   std::unordered_map<uint32_t, bool> has_clones;
   for (const Record* r : node_records)
     if (r->flags == static_cast<uint8_t>(GraphNodeOrigin::Cloned)) has_clones[r->a] = true;
+  // Structure of each graph the program built: its made nodes, counted, and their kernel names.
+  std::unordered_map<uint32_t, std::vector<uint32_t>> names_of;
+  for (const Record* r : node_records)
+    if (!has_clones.count(r->a) && r->flags == static_cast<uint8_t>(GraphNodeOrigin::Created))
+      names_of[r->a].push_back(r->name);
+  for (auto& [id, names] : names_of) {
+    std::sort(names.begin(), names.end());
+    uint64_t h = 1469598103934665603ull ^ names.size();  // FNV-1a over the count and names
+    for (uint32_t n : names) h = (h ^ n) * 1099511628211ull;
+    g.structure[id] = h;
+  }
   std::map<uint32_t, std::map<int, uint64_t>> ranges_of;
   std::unordered_map<uint32_t, std::unordered_map<uint64_t, bool>> seen;
   for (const Record* r : node_records) {
@@ -135,6 +155,7 @@ std::vector<GraphRow> GraphRows(const Timeline& tl) {
     // its launch (correlation id) and graph (the high half of the node id, CUPTI's layout).
     std::map<uint32_t, std::vector<uint64_t>> durations;
     std::map<uint32_t, uint64_t> node_work;
+    std::map<uint32_t, std::map<uint32_t, uint64_t>> from_device;  // graph -> launcher -> n
     std::map<uint32_t, UnionAcc> busy;  // acts are in start order, as UnionAcc needs
     std::map<std::pair<uint32_t, uint32_t>, NsInterval> extent;  // (graph, correlation)
     for (const Record* a : t.acts) {
@@ -142,6 +163,7 @@ std::vector<GraphRow> GraphRows(const Timeline& tl) {
       if (a->Kind() == RecordKind::GraphLaunch) {
         durations[a->a].push_back(a->DurationNs());
         busy[a->a].Add(a->start_ns, end);
+        if ((a->flags & kGraphLaunchFromDevice) != 0) ++from_device[a->a][a->c];
         continue;
       }
       const uint64_t node = GraphNodeOf(*a);
@@ -149,7 +171,7 @@ std::vector<GraphRow> GraphRows(const Timeline& tl) {
       const auto graph = static_cast<uint32_t>(node >> 32);
       ++node_work[graph];
       busy[graph].Add(a->start_ns, end);
-      auto [it, fresh] = extent.try_emplace({graph, a->correlation}, a->start_ns, a->end_ns);
+      auto [it, fresh] = extent.try_emplace({graph, t.Correlation(*a)}, a->start_ns, a->end_ns);
       if (!fresh) {
         it->second.first = std::min(it->second.first, a->start_ns);
         it->second.second = std::max(it->second.second, a->end_ns);
@@ -168,6 +190,13 @@ std::vector<GraphRow> GraphRows(const Timeline& tl) {
       row.per_launch = MakeStat(d);
       row.node_activities = node_work.count(id) ? node_work[id] : 0;
       row.busy_ns = busy[id].Total();
+      if (auto fd = from_device.find(id); fd != from_device.end()) {
+        for (const auto& [launcher, n] : fd->second) {
+          row.device_launches += n;
+          row.launched_by +=
+              fmt::format("{}graph {}", row.launched_by.empty() ? "" : ", ", launcher);
+        }
+      }
       auto it = t.graphs.graphs.find(id);
       if (it != t.graphs.graphs.end()) {
         const GraphInfo& info = it->second;

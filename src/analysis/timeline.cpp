@@ -75,6 +75,28 @@ void Activities(const ProcessTrace& p, ProcessTimeline& t) {
   std::stable_sort(t.acts.begin(), t.acts.end(), [](const Record* a, const Record* b) {
     return a->start_ns != b->start_ns ? a->start_ns < b->start_ns : a->end_ns < b->end_ns;
   });
+  // Graph work without a correlation id of its own takes the launch of its graph that was
+  // running: launches of one executable graph run one after the other, and acts are in start
+  // order. A graph launched from the device takes the launch of the graph that launched it.
+  std::unordered_map<uint32_t, uint32_t> running;  // graph id -> correlation of its latest launch
+  for (const Record* a : t.acts) {
+    uint32_t graph = 0, launcher = 0;
+    if (a->Kind() == RecordKind::GraphLaunch) {
+      graph = a->a;
+      if ((a->flags & kGraphLaunchFromDevice) != 0) launcher = a->c;
+    } else if (const uint64_t node = GraphNodeOf(*a); node != 0) {
+      graph = static_cast<uint32_t>(node >> 32);
+    }
+    if (graph == 0) continue;
+    if (a->correlation != 0) {
+      running[graph] = a->correlation;
+      continue;
+    }
+    auto it = running.find(launcher != 0 ? launcher : graph);
+    if (it == running.end()) continue;
+    t.inherited_correlation.emplace(a, it->second);
+    running[graph] = it->second;
+  }
   t.act_range.resize(t.acts.size(), -1);
   t.first_run.resize(t.acts.size());
   std::vector<bool> seen(p.strings.size());

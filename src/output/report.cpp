@@ -137,6 +137,10 @@ ordered_json SummaryJson(const RunSummary& s) {
                    {"node_activities", s.graph_node_activities},
                    {"captures", s.graph_captures},
                    {"instantiations", s.graph_instantiations}};
+    if (s.graph_device_launches || s.graph_device_unrecorded) {
+      j["graphs"]["device_launches"] = s.graph_device_launches;
+      j["graphs"]["device_launch_graphs_unrecorded"] = s.graph_device_unrecorded;
+    }
   }
   return j;
 }
@@ -240,12 +244,20 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
         break;
       }
       out << "  " << Pad(Fit(g.Key(), 16), 16)
-          << fmt::format(" {:>8} {:>7} {:>6} {:>11} {:>11} {:>11}  {}\n", g.launches,
-                         g.nodes ? std::to_string(g.nodes) : "?",
-                         g.instantiations ? std::to_string(g.instantiations) : "?",
-                         FormatDuration(g.per_launch.mean_ns), FormatDuration(g.per_launch.p95_ns),
-                         FormatDuration(g.per_launch.total_ns),
-                         g.captured_in.empty() ? "(not recorded)" : DisplayText(g.captured_in));
+          << fmt::format(
+                 " {:>8} {:>7} {:>6} {:>11} {:>11} {:>11}  {}\n", g.launches,
+                 g.nodes ? std::to_string(g.nodes) : "?",
+                 g.instantiations ? std::to_string(g.instantiations) : "?",
+                 FormatDuration(g.per_launch.mean_ns), FormatDuration(g.per_launch.p95_ns),
+                 FormatDuration(g.per_launch.total_ns),
+                 (g.captured_in.empty() ? std::string("(not recorded)")
+                                        : DisplayText(g.captured_in)) +
+                     (g.device_launches ? fmt::format("; {} launched from the GPU by {}",
+                                                      g.device_launches == g.launches
+                                                          ? std::string("all")
+                                                          : std::to_string(g.device_launches),
+                                                      g.launched_by)
+                                        : std::string()));
     }
   }
   out << "\nTotals\n";
@@ -403,11 +415,20 @@ std::vector<std::pair<std::string, std::string>> TotalsLines(const RunSummary& s
   if (s.graph_launches || s.graph_node_activities || s.graph_captures || s.graph_instantiations)
     line("CUDA graphs",
          s.graph_launches
-             ? fmt::format("{} launches traced as a whole ({}); {} captured, {} instantiated",
-                           s.graph_launches, FormatDuration(s.graph_ns), s.graph_captures,
-                           s.graph_instantiations)
+             ? fmt::format("{} launches traced as a whole ({}){}; {} captured, {} instantiated",
+                           s.graph_launches, FormatDuration(s.graph_ns),
+                           s.graph_device_launches
+                               ? fmt::format(", {} of them from the GPU", s.graph_device_launches)
+                               : std::string(),
+                           s.graph_captures, s.graph_instantiations)
              : fmt::format("{} kernels/copies/memsets inside graphs; {} captured, {} instantiated",
                            s.graph_node_activities, s.graph_captures, s.graph_instantiations));
+  if (s.graph_device_unrecorded)
+    line("device graph launches",
+         fmt::format("{} executable graph{} made for launch from the GPU: such launches are not "
+                     "recorded with --graph-trace node (CUPTI records them at graph level only; "
+                     "kprof run --graph-trace graph does)",
+                     s.graph_device_unrecorded, s.graph_device_unrecorded == 1 ? "" : "s"));
   line("synchronization", fmt::format("{} calls, {} blocked", s.syncs, FormatDuration(s.sync_ns)));
   line("CUDA API", fmt::format("{} calls, {}", s.api_calls, FormatDuration(s.api_ns)));
   line("copy/compute overlap", FormatDuration(s.copy_compute_overlap_ns));
@@ -495,7 +516,9 @@ std::string ReportJson(const Run& run, const Analysis& a, const std::vector<Hint
                         {"launch_mean_ns", g.per_launch.mean_ns},
                         {"launch_p95_ns", g.per_launch.p95_ns},
                         {"launch_max_ns", g.per_launch.max_ns},
-                        {"captured_in", g.captured_in}});
+                        {"captured_in", g.captured_in},
+                        {"device_launches", g.device_launches},
+                        {"launched_by", g.launched_by}});
     j["graphs"] = graphs;
   }
   // Names come from the profiled program: invalid UTF-8 is replaced, never fatal.
