@@ -6,10 +6,30 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "analysis/hints/rule.h"
 
 namespace kprof::hints {
+
+namespace {
+
+// Which graph a capture or instantiate call on thread `tid` made: the first GraphCreated
+// (capture) or ExecCreated (instantiate: its template) event inside [from, to] on that thread;
+// 0 when the file has none (traces without graph records).
+uint32_t GraphBuilt(const GraphIndex& g, GraphEventKind kind, uint32_t tid, uint64_t from,
+                    uint64_t to) {
+  auto it = std::lower_bound(g.events.begin(), g.events.end(), from,
+                             [](const Record* r, uint64_t t) { return r->start_ns < t; });
+  for (; it != g.events.end() && (*it)->start_ns <= to; ++it) {
+    const Record& r = **it;
+    if (r.tid != tid || r.flags != static_cast<uint8_t>(kind)) continue;
+    return kind == GraphEventKind::ExecCreated ? r.b : r.a;
+  }
+  return 0;
+}
+
+}  // namespace
 
 std::optional<Hint> GraphRecapture(const RuleContext& c) {
   Hint h;
@@ -22,6 +42,17 @@ std::optional<Hint> GraphRecapture(const RuleContext& c) {
       if (GraphApiOf(p.process->Name(*api)) == GraphApi::Launch)
         first_launch = std::min(first_launch, api->start_ns);
     if (first_launch == UINT64_MAX) continue;
+    // A build counts when it repeats the structure of a graph built before (the same kernels
+    // in the same number of nodes): a program that builds several different graphs once each
+    // rebuilds nothing. Where the file does not say which graph a call built, every build
+    // after the first launch counts.
+    std::unordered_set<uint64_t> built;
+    auto repeated = [&](GraphEventKind kind, uint32_t tid, uint64_t from, uint64_t to) {
+      const uint32_t id = GraphBuilt(p.graphs, kind, tid, from, to);
+      auto it = id != 0 ? p.graphs.structure.find(id) : p.graphs.structure.end();
+      if (it == p.graphs.structure.end()) return true;
+      return !built.insert(it->second).second;
+    };
     std::unordered_map<uint32_t, uint64_t> capture_began;  // thread -> begin-capture call start
     for (const Record* api : p.apis) {                     // outermost calls, in time order
       const GraphApi kind = GraphApiOf(p.process->Name(*api));
@@ -30,13 +61,23 @@ std::optional<Hint> GraphRecapture(const RuleContext& c) {
       } else if (kind == GraphApi::EndCapture) {
         auto it = capture_began.find(api->tid);
         if (it == capture_began.end()) continue;
-        if (it->second > first_launch) {
-          ++captures;
-          capture_ns += api->end_ns - std::min(api->end_ns, it->second);
-          h.est_saving_ns += api->end_ns - std::min(api->end_ns, it->second);
-        }
+        const uint64_t began = it->second;
         capture_began.erase(it);
-      } else if (kind == GraphApi::Instantiate && api->start_ns > first_launch) {
+        if (!repeated(GraphEventKind::GraphCreated, api->tid, began, api->end_ns)) continue;
+        if (began > first_launch) {
+          ++captures;
+          capture_ns += api->end_ns - std::min(api->end_ns, began);
+          h.est_saving_ns += api->end_ns - std::min(api->end_ns, began);
+        }
+      } else if (kind == GraphApi::Instantiate) {
+        // Its template was usually built (and counted) just before: instantiating it once is
+        // not a rebuild, instantiating the same structure again is.
+        const uint32_t source =
+            GraphBuilt(p.graphs, GraphEventKind::ExecCreated, api->tid, api->start_ns, api->end_ns);
+        auto st = source != 0 ? p.graphs.structure.find(source) : p.graphs.structure.end();
+        const bool again_here =
+            st == p.graphs.structure.end() || !built.insert(st->second ^ 0x1ull).second;
+        if (!again_here || api->start_ns <= first_launch) continue;
         ++again;
         instantiate_ns += api->DurationNs();
         h.est_saving_ns += api->DurationNs();
