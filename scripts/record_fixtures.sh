@@ -24,11 +24,16 @@ record() {  # name program args...
 }
 K="$BUILD/kernels"
 # CUDA graphs: 100-node graph launched 20 times, 50 eager kernels after, in both modes; the same
-# graph captured and instantiated again before every launch; PyTorch's torch.cuda.graph.
+# graph captured and instantiated again before every launch; the other ways to launch a graph;
+# PyTorch's torch.cuda.graph.
 graphs() {
   RECORD_OPTS="--graph-trace graph" record graph_replay_graph "$K/graph_replay" 100 20 steady 50
   RECORD_OPTS="--graph-trace node" record graph_replay_node "$K/graph_replay" 100 20 steady 50
   RECORD_OPTS="--graph-trace graph" record graph_recapture "$K/graph_replay" 100 20 recapture 50
+  # cuGraphLaunch, a graph launched from the device, a conditional WHILE node.
+  for mode in graph node; do
+    RECORD_OPTS="--graph-trace $mode" record graph_kinds_$mode "$K/graph_kinds" 3 5
+  done
   if "$PY" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     for mode in graph node; do
       RECORD_OPTS="--graph-trace $mode" record torch_graph_$mode "$PY" tests/gpu/scripts/torch_graph.py 20

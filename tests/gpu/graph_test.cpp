@@ -139,3 +139,55 @@ TEST(GpuGraph, TorchCudaGraphReplaysAreAttributedToTheAtenOpsThatCapturedThem) {
     EXPECT_GT(aten, 10 * replay) << mode;
   }
 }
+
+TEST(GpuGraph, DriverApiDeviceAndConditionalLaunchesAreRecordedOrReported) {
+  REQUIRE_GPU();
+  for (const std::string mode : {"node", "graph"}) {
+    std::string dir = FreshDir("graph_kinds_" + mode);
+    Result r = KprofWith(dir, {"--graph-trace", mode}, {Bin("kernels/graph_kinds"), "3", "5"});
+    ASSERT_EQ(r.status, 0) << r.out;
+    kprof::Run run = ReadInputs({dir});
+    const ProcessTrace& t = Only(run);
+    ExpectClean(t);
+    EXPECT_EQ(CountNamed(t, RecordKind::DriverApi, "cuGraphLaunch"), 3u) << mode;
+    EXPECT_EQ(CountNamed(t, RecordKind::RuntimeApi, "cudaGraphLaunch"), 6u) << mode;
+    Timeline tl = BuildTimeline(run);
+    Analysis an = Analyze(tl);
+    std::map<std::string, std::pair<uint64_t, uint64_t>> graphs_by_range;  // launches, device
+    for (const GraphRow& g : an.graphs) {
+      std::printf("%s: %s launches %llu from device %llu (%s) captured in %s\n", mode.c_str(),
+                  g.Key().c_str(), static_cast<unsigned long long>(g.launches),
+                  static_cast<unsigned long long>(g.device_launches), g.launched_by.c_str(),
+                  g.captured_in.c_str());
+      graphs_by_range[g.captured_in] = {g.launches, g.device_launches};
+    }
+    if (mode == "node") {
+      EXPECT_EQ(t.meta.at("device_graph_trace"), "off");
+      EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "driver_node"), 9u);
+      EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "fire_device_graph"), 3u);
+      EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "set_counter"), 3u);
+      EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "cond_body"), 15u);
+      EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "device_node"), 0u);  // CUPTI 13.0: none
+      EXPECT_EQ(an.summary.graph_device_unrecorded, 1u);
+      // Every graph kernel in a range; the conditional body's launches are three, not four
+      // (its kernels carry no correlation id and take their launch's).
+      for (const Attributed& at : Attribute(tl)) {
+        if (GraphNodeOf(*at.activity) == 0) continue;
+        EXPECT_FALSE(at.ranges.empty()) << t.Name(*at.activity);
+      }
+      EXPECT_EQ(graphs_by_range["capture_driver (100%)"].first, 3u);
+      EXPECT_EQ(graphs_by_range["capture_launcher (100%)"].first, 3u);
+      EXPECT_EQ(graphs_by_range["build_conditional (100%)"].first, 3u);
+    } else {
+      EXPECT_EQ(t.meta.at("device_graph_trace"), "on");
+      EXPECT_EQ(Count(t, RecordKind::GraphLaunch), 12u);
+      EXPECT_EQ(an.summary.graph_device_launches, 3u);
+      EXPECT_EQ(an.summary.graph_device_unrecorded, 0u);
+      EXPECT_EQ(graphs_by_range["capture_device (100%)"], (std::pair<uint64_t, uint64_t>{3u, 3u}));
+      EXPECT_EQ(graphs_by_range["capture_driver (100%)"].first, 3u);
+      const GroupRow* dev = FindRow(an.ops, "capture_device");
+      ASSERT_NE(dev, nullptr);
+      EXPECT_GT(dev->gpu_ns, 0u);
+    }
+  }
+}

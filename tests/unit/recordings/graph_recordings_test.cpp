@@ -1,7 +1,9 @@
 // CUDA graphs on real recordings (H100, scripts/record_fixtures.sh ... graphs): graph_replay with a
 // 100-node graph (10 kernels captured in each of layer0..layer9) launched 20 times, then 50 eager
 // kernels in "eager", in both graph modes; the same graph captured and instantiated before every
-// launch; PyTorch's torch.cuda.graph (72 kernels per replay, 20 replays) in both modes.
+// launch; PyTorch's torch.cuda.graph (72 kernels per replay, 20 replays) in both modes;
+// kernels/graph_kinds 3 5 in both modes (cuGraphLaunch, a graph launched from the GPU, a
+// conditional WHILE node whose body runs 5 times per launch; 3 launches each).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -218,6 +220,89 @@ TEST(GraphRecordings, TorchCompileReduceOverheadGraphsAreSeen) {
     const GroupRow* replay = FindRow(an.ops, "replay");
     ASSERT_NE(replay, nullptr);
     EXPECT_GE(replay->gpu_ns * 52, g.busy_ns * 50);
+  }
+}
+
+// The other ways to launch a graph. Node level: cuGraphLaunch's nodes like any others; the
+// conditional body's kernels (CUPTI gives them no correlation id) in their launch, so the graph
+// has 3 launches, not 4, and they are in the range of the launch, not "(no range)"; the graph
+// made for device launch is reported as not recorded. Graph level: the device launches recorded,
+// from the graph whose kernel launched them, and charged to the range that captured them.
+TEST(GraphRecordings, DriverDeviceAndConditionalLaunches) {
+  {
+    kprof::Run run = Load("graph_kinds_node");
+    const ProcessTrace& t = Only(run);
+    ExpectClean(t);
+    EXPECT_EQ(t.meta.at("device_graph_trace"), "off");
+    EXPECT_EQ(CountNamed(t, RecordKind::DriverApi, "cuGraphLaunch"), 3u);
+    EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "driver_node"), 9u);
+    EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "cond_body"), 15u);
+    EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "device_node"), 0u);
+    size_t uncorrelated = 0;
+    for (const Record& r : t.records)
+      uncorrelated += r.Kind() == RecordKind::Kernel && r.correlation == 0;
+    EXPECT_EQ(uncorrelated, 15u);  // the bodies
+    Timeline tl = BuildTimeline(run);
+    EXPECT_EQ(tl.processes[0].inherited_correlation.size(), 15u);
+    Analysis an = Analyze(tl);
+    EXPECT_EQ(an.summary.graph_device_unrecorded, 1u);
+    EXPECT_EQ(an.summary.graph_node_activities, 30u);
+    std::map<std::string, uint64_t> launches;
+    for (const GraphRow& g : an.graphs) launches[g.captured_in] = g.launches;
+    EXPECT_EQ(launches, (std::map<std::string, uint64_t>{{"build_conditional (100%)", 3},
+                                                         {"capture_driver (100%)", 3},
+                                                         {"capture_launcher (100%)", 3}}));
+    AnalysisOptions by_path;
+    by_path.by = GroupBy::RangePath;
+    Analysis paths = Analyze(tl, by_path);
+    const GroupRow* body = FindRow(paths.rows, "replay_conditional");
+    ASSERT_NE(body, nullptr);
+    EXPECT_EQ(body->kernels, 15u);
+    EXPECT_EQ(FindRow(paths.rows, "capture_driver")->kernels, 9u);
+    EXPECT_EQ(FindRow(paths.rows, "capture_launcher")->kernels, 3u);
+    EXPECT_EQ(FindRow(paths.rows, "build_conditional")->kernels, 3u);
+    for (const Hint& h : ComputeHints(tl, an)) EXPECT_NE(h.id, "graph-recapture");
+  }
+  {
+    kprof::Run run = Load("graph_kinds_graph");
+    const ProcessTrace& t = Only(run);
+    ExpectClean(t);
+    EXPECT_EQ(t.meta.at("device_graph_trace"), "on");
+    EXPECT_EQ(Count(t, RecordKind::GraphLaunch), 12u);
+    Timeline tl = BuildTimeline(run);
+    Analysis an = Analyze(tl);
+    EXPECT_EQ(an.summary.graph_launches, 12u);
+    EXPECT_EQ(an.summary.graph_device_launches, 3u);
+    EXPECT_EQ(an.summary.graph_device_unrecorded, 0u);
+    EXPECT_EQ(an.summary.graph_captures, 5u);  // four graphs and the conditional's body
+    EXPECT_EQ(an.summary.graph_instantiations, 4u);
+    uint32_t launcher = 0;
+    const GraphRow* device = nullptr;
+    for (const GraphRow& g : an.graphs) {
+      if (g.captured_in == "capture_launcher (100%)") launcher = g.id;
+      if (g.device_launches != 0) device = &g;
+    }
+    ASSERT_NE(device, nullptr);
+    EXPECT_EQ(device->launches, 3u);
+    EXPECT_EQ(device->device_launches, 3u);
+    EXPECT_EQ(device->captured_in, "capture_device (100%)");
+    EXPECT_EQ(device->launched_by, "graph " + std::to_string(launcher));
+    // Each device launch takes the correlation of the host launch of its launcher.
+    const ProcessTimeline& p = tl.processes[0];
+    size_t inherited = 0;
+    for (const Record* a : p.acts) {
+      if (a->Kind() != RecordKind::GraphLaunch || (a->flags & kGraphLaunchFromDevice) == 0)
+        continue;
+      const Record* api = p.Api(*a);
+      ASSERT_NE(api, nullptr);
+      EXPECT_EQ(t.Name(*api).rfind("cudaGraphLaunch", 0), 0u);
+      ++inherited;
+    }
+    EXPECT_EQ(inherited, 3u);
+    const GroupRow* dev = FindRow(an.ops, "capture_device");
+    ASSERT_NE(dev, nullptr);
+    EXPECT_EQ(dev->gpu_ns, device->per_launch.total_ns);
+    for (const Hint& h : ComputeHints(tl, an)) EXPECT_NE(h.id, "graph-recapture");
   }
 }
 
