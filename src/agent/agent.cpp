@@ -225,9 +225,10 @@ int Initialize() {
   ok &= KPROF_CUPTI(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted));
   // Graphs launched from the device are recorded only at graph level, and only when asked for
   // before CUDA is initialised (the injection runs inside cuInit, before any context).
+  // KPROF_DEVICE_GRAPHS=0 leaves them out (to measure what recording them costs).
   std::string device_graphs = "off";
   if (a.graph_level && (a.kinds & (kKindKernel | kKindMemcpy | kKindMemset)) != 0 &&
-      KPROF_CUPTI(cuptiActivityEnableDeviceGraph(1)))
+      Env("KPROF_DEVICE_GRAPHS") != "0" && KPROF_CUPTI(cuptiActivityEnableDeviceGraph(1)))
     device_graphs = "on";
   int apis = 0;
   ok &= EnableActivityKinds(a.kinds, &apis, a.graph_level);
