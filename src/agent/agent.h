@@ -51,8 +51,8 @@ struct Agent {
   std::condition_variable pool_cv;
   std::vector<uint8_t*> free_buffers;
   std::unordered_set<uint8_t*> ours;  // every buffer kprof allocated
-  size_t outstanding = 0;             // handed to CUPTI, not yet returned
-  // Those buffers, each with the number of its lending (a buffer comes back and is lent again).
+  // Buffers handed to CUPTI and not yet returned, each with the number of its lending (a buffer
+  // comes back and is lent again).
   std::unordered_map<uint8_t*, uint64_t> lent;
   uint64_t lendings = 0;
   size_t allocated = 0;

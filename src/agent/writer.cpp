@@ -57,7 +57,6 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
   } else {
     return;  // records dropped and counted by CUPTI
   }
-  ++a.outstanding;
   a.lent[buf] = ++a.lendings;
   *buffer = buf;
   *size = g_buffer_bytes;
@@ -76,7 +75,6 @@ void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream_id, uint8_t* buffer
       ++a.foreign_buffers;  // not ours: another CUPTI client registered buffer callbacks
       return;
     }
-    --a.outstanding;
     a.lent.erase(buffer);
   }
   ++a.buffers_completed;
@@ -327,7 +325,7 @@ void Finish(const std::string& reason) {
   size_t outstanding, unreturned = 0;
   {
     std::lock_guard<std::mutex> lock(a.pool_mu);
-    outstanding = a.outstanding;
+    outstanding = a.lent.size();
     for (const auto& [buf, lending] : held) {
       auto it = a.lent.find(buf);
       unreturned += it != a.lent.end() && it->second == lending;
