@@ -28,7 +28,7 @@ void BuildGraphIndex(const ProcessTrace& p, const ProcessIndex& index, GraphInde
   g.index = &index;
   // Node id -> its record; a node made by capture or the graph API wins over a clone record.
   std::unordered_map<uint64_t, const Record*> by_id;
-  std::vector<const Record*> node_records, created;
+  std::vector<const Record*> node_records;
   std::unordered_map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> instantiating;
   std::vector<int8_t> is_instantiate(p.strings.size(), -1);  // by name id: -1 not yet known
   for (const Record& r : p.records) {
@@ -46,21 +46,14 @@ void BuildGraphIndex(const ProcessTrace& p, const ProcessIndex& index, GraphInde
         if (r.flags == static_cast<uint8_t>(GraphEventKind::GraphCreated) ||
             r.flags == static_cast<uint8_t>(GraphEventKind::ExecCreated))
           g.events.push_back(&r);
-        switch (static_cast<GraphEventKind>(r.flags)) {
-          case GraphEventKind::GraphCreated:
-            created.push_back(&r);
-            break;
-          case GraphEventKind::ExecCreated:
-            ++g.instantiations;
-            g.graphs[r.a].id = r.a;
-            g.graphs[r.a].source = r.b;
-            if ((r.c & kInstantiateDeviceLaunch) != 0 && !g.graphs[r.a].device_launch) {
-              g.graphs[r.a].device_launch = true;
-              ++g.device_launch_execs;
-            }
-            break;
-          default:
-            break;
+        if (r.flags == static_cast<uint8_t>(GraphEventKind::ExecCreated)) {
+          ++g.instantiations;
+          g.graphs[r.a].id = r.a;
+          g.graphs[r.a].source = r.b;
+          if ((r.c & kInstantiateDeviceLaunch) != 0 && !g.graphs[r.a].device_launch) {
+            g.graphs[r.a].device_launch = true;
+            ++g.device_launch_execs;
+          }
         }
         break;
       case RecordKind::GraphLaunch:
@@ -81,7 +74,8 @@ void BuildGraphIndex(const ProcessTrace& p, const ProcessIndex& index, GraphInde
   }
   // Graphs the program made: instantiation makes graphs of its own (the executable graph, and
   // with graph-level tracing one more), on the instantiating thread inside the instantiate call.
-  for (const Record* r : created) {
+  for (const Record* r : g.events) {
+    if (r->flags != static_cast<uint8_t>(GraphEventKind::GraphCreated)) continue;
     if (auto exec = g.graphs.find(r->a); exec != g.graphs.end() && exec->second.source != 0)
       continue;  // the executable graph itself
     bool inside = false;

@@ -44,14 +44,15 @@ std::optional<Hint> GraphRecapture(const RuleContext& c) {
     if (first_launch == UINT64_MAX) continue;
     // A build counts when it repeats the structure of a graph built before (the same kernels
     // in the same number of nodes): a program that builds several different graphs once each
-    // rebuilds nothing. Where the file does not say which graph a call built, every build
-    // after the first launch counts.
+    // rebuilds nothing. Captures and instantiations are told apart (a template is usually
+    // captured, then instantiated once: not a rebuild). Where the file does not say which graph
+    // a call built, every build after the first launch counts.
     std::unordered_set<uint64_t> built;
-    auto repeated = [&](GraphEventKind kind, uint32_t tid, uint64_t from, uint64_t to) {
-      const uint32_t id = GraphBuilt(p.graphs, kind, tid, from, to);
+    auto repeated = [&](GraphEventKind kind, const Record& call, uint64_t from) {
+      const uint32_t id = GraphBuilt(p.graphs, kind, call.tid, from, call.end_ns);
       auto it = id != 0 ? p.graphs.structure.find(id) : p.graphs.structure.end();
       if (it == p.graphs.structure.end()) return true;
-      return !built.insert(it->second).second;
+      return !built.insert(it->second ^ static_cast<uint64_t>(kind)).second;
     };
     std::unordered_map<uint32_t, uint64_t> capture_began;  // thread -> begin-capture call start
     for (const Record* api : p.apis) {                     // outermost calls, in time order
@@ -63,21 +64,16 @@ std::optional<Hint> GraphRecapture(const RuleContext& c) {
         if (it == capture_began.end()) continue;
         const uint64_t began = it->second;
         capture_began.erase(it);
-        if (!repeated(GraphEventKind::GraphCreated, api->tid, began, api->end_ns)) continue;
+        if (!repeated(GraphEventKind::GraphCreated, *api, began)) continue;
         if (began > first_launch) {
           ++captures;
           capture_ns += api->end_ns - std::min(api->end_ns, began);
           h.est_saving_ns += api->end_ns - std::min(api->end_ns, began);
         }
       } else if (kind == GraphApi::Instantiate) {
-        // Its template was usually built (and counted) just before: instantiating it once is
-        // not a rebuild, instantiating the same structure again is.
-        const uint32_t source =
-            GraphBuilt(p.graphs, GraphEventKind::ExecCreated, api->tid, api->start_ns, api->end_ns);
-        auto st = source != 0 ? p.graphs.structure.find(source) : p.graphs.structure.end();
-        const bool again_here =
-            st == p.graphs.structure.end() || !built.insert(st->second ^ 0x1ull).second;
-        if (!again_here || api->start_ns <= first_launch) continue;
+        if (!repeated(GraphEventKind::ExecCreated, *api, api->start_ns) ||
+            api->start_ns <= first_launch)
+          continue;
         ++again;
         instantiate_ns += api->DurationNs();
         h.est_saving_ns += api->DurationNs();
