@@ -1,12 +1,32 @@
 """The bundled default workload (examples/default-run was recorded from it on an H100):
 a small MLP classifier trained for 100 steps with the habits that cost GPU time in real
 training loops: the loss is read back with .item() every step (a host wait), the batch is
-uploaded from pageable memory each step, and the model runs eagerly in FP32. Every aten op
-opens an NVTX range (emit_nvtx) and each step sits inside a user range "train_step".
+uploaded from pageable memory each step, and the model runs eagerly in FP32. Each step sits
+inside a user range "train_step". The script itself names no op: `kprof run` adds a range per
+aten op and per module (--pytorch auto, docs/pytorch.md).
 
     build/kprof run -- python3 examples/train_mlp.py
+
+Options, for comparisons (docs/benchmarks.md, "PyTorch"):
+    --emit-nvtx   wrap the loop in torch.autograd.profiler.emit_nvtx() (the manual way)
+    --profiler    wrap the loop in torch.profiler.profile (CPU and CUDA activities)
+    --compile     train torch.compile(model) (default mode)
+    --steps N     steps (default 100); --warmup W steps run before the timed loop (default 0)
+It prints the loss, and the loop's wall time as "loop_s=".
 """
+import argparse
+import contextlib
+import time
+
 import torch
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--emit-nvtx", action="store_true")
+ap.add_argument("--profiler", action="store_true")
+ap.add_argument("--compile", action="store_true")
+ap.add_argument("--steps", type=int, default=100)
+ap.add_argument("--warmup", type=int, default=0)
+opt_args = ap.parse_args()
 
 torch.manual_seed(0)
 dev = "cuda"
@@ -16,18 +36,38 @@ model = torch.nn.Sequential(
     torch.nn.Linear(2048, 10),
 ).to(dev)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+net = torch.compile(model) if opt_args.compile else model
 batches = [(torch.randn(512, 1024), torch.randint(0, 10, (512,))) for _ in range(4)]
-STEPS = 100
+STEPS = opt_args.steps
 losses = []
-with torch.autograd.profiler.emit_nvtx():
-    for step in range(STEPS):
-        torch.cuda.nvtx.range_push("train_step")
-        x, y = batches[step % len(batches)]
-        x, y = x.to(dev), y.to(dev)  # pageable host memory, synchronous copies
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())  # host waits for the GPU every step
-        torch.cuda.nvtx.range_pop()
-print(f"train_mlp: steps={STEPS} first_loss={losses[0]:.4f} last_loss={losses[-1]:.4f}")
+
+
+def step(i):
+    torch.cuda.nvtx.range_push("train_step")
+    x, y = batches[i % len(batches)]
+    x, y = x.to(dev), y.to(dev)  # pageable host memory, synchronous copies
+    loss = torch.nn.functional.cross_entropy(net(x), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    losses.append(loss.item())  # host waits for the GPU every step
+    torch.cuda.nvtx.range_pop()
+
+
+for i in range(opt_args.warmup):
+    step(i)
+if opt_args.emit_nvtx:
+    around = torch.autograd.profiler.emit_nvtx()
+elif opt_args.profiler:
+    around = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                torch.profiler.ProfilerActivity.CUDA])
+else:
+    around = contextlib.nullcontext()
+t0 = time.perf_counter()
+with around:
+    for i in range(STEPS):
+        step(opt_args.warmup + i)
+torch.cuda.synchronize()
+loop_s = time.perf_counter() - t0
+print(f"train_mlp: steps={STEPS} first_loss={losses[0]:.4f} last_loss={losses[-1]:.4f} "
+      f"loop_s={loop_s:.4f}")

@@ -40,6 +40,10 @@ mkdir -p "$OUT/out"
     printf '%s.md\treport %s --format md --by range-path\n' "$name" "$in"
     printf '%s.trace\treport %s --no-hints --format csv --top 1 --trace {OUT}\n' "$name" "$in"
   done
+  # The module view of a PyTorch run (kprof run --pytorch auto).
+  P=tests/fixtures/gpu/pytorch_auto
+  printf 'pytorch_auto.module.table\treport %s --by module --top 0\n' $P
+  printf 'pytorch_auto.module.json\treport %s --by module --format json\n' $P
   D=tests/fixtures/gpu/diff
   printf 'diff_same.json\tdiff --base %s/base --new %s/same --format json\n' $D $D
   printf 'diff_slow10.json\tdiff --base %s/base --new %s/slow10 --format json\n' $D $D

@@ -28,8 +28,8 @@ struct Stat {
 /// Builds a Stat from a list of durations (sorts `durations` in place).
 Stat MakeStat(std::vector<uint64_t>& durations);
 
-enum class GroupBy { Kernel, Op, RangePath, Stream, Device, Graph };
-/// Parses "kernel|op|range-path|stream|device|graph"; nullopt for anything else.
+enum class GroupBy { Kernel, Op, RangePath, Stream, Device, Graph, Module };
+/// Parses "kernel|op|range-path|stream|device|graph|module"; nullopt for anything else.
 std::optional<GroupBy> ParseGroupBy(const std::string& s);
 const char* GroupByName(GroupBy by);
 
@@ -61,6 +61,12 @@ struct GroupRow {
   double share = 0;                    ///< gpu_ns / GPU busy time of the run
   int64_t mem_delta_bytes = 0;         ///< device memory allocated minus freed inside the range
   std::vector<KernelRow> kernel_rows;  ///< kernels beneath (Op/RangePath views), by total desc
+  /// PyTorch autograd (docs/pytorch.md). Op view: GPU time of the backward work of the autograd
+  /// nodes this op made in the forward pass (that work is also in the rows of the ops that ran
+  /// it). Module view: the part of gpu_ns that is backward work of the module's forward ops.
+  uint64_t bwd_gpu_ns = 0;
+  std::string kind;    ///< module view: the module's class ("Linear")
+  uint32_t depth = 0;  ///< module view: enclosing modules shown above it (tree order)
 };
 
 /// An NVTX range name with its calls and CPU-side time (the range's own duration).
@@ -134,6 +140,10 @@ struct RunSummary {
   uint64_t processes = 0;
   uint64_t incomplete_processes = 0;  ///< files without End block (crash / kill)
   uint64_t overhead_ns = 0;           ///< CUPTI overhead records
+  /// `kprof run --pytorch MODE` (the processes' meta), "" when not asked; and what the PyTorch
+  /// layer added where torch was imported ("ops,modules"), "" when nothing.
+  std::string pytorch_mode, pytorch_added;
+  uint64_t backward_linked_ns = 0;  ///< GPU time of backward work traced to its forward op
   std::vector<StreamBusy> streams;
   std::vector<DeviceInfo> devices;
 };
@@ -190,7 +200,10 @@ struct Analysis {
   std::vector<RangeRow> ranges;  ///< NVTX ranges by name
   std::vector<ProcessSummary> processes;
   std::vector<MemPoint> memory_timeline;
-  std::vector<GraphRow> graphs;      ///< every launched CUDA graph, most GPU time first
+  std::vector<GraphRow> graphs;  ///< every launched CUDA graph, most GPU time first
+  /// Every nn.Module with its calls and GPU time, forward and backward, inclusive of the modules
+  /// inside it, in tree order (kprof run --pytorch, docs/pytorch.md). Empty without modules.
+  std::vector<GroupRow> modules;
   uint64_t unattributed_gpu_ns = 0;  ///< GPU time launched outside any range ("(no range)")
 };
 

@@ -65,10 +65,41 @@ class CorrelationIndex {
   std::unordered_map<uint32_t, const Record*> sparse_;
 };
 
-/// The ranges of one process and the lookup of API calls by correlation id.
-struct ProcessIndex {
+/// Ranges of one process nested per thread: each range's parent is the innermost range of the
+/// same set that encloses it on its thread.
+struct RangeForest {
+  std::vector<RangeInterval> ranges;  ///< sorted by (tid, begin, longer first)
+  // Per thread: [first, last) slice of `ranges` (ranges are grouped by thread).
+  std::unordered_map<uint32_t, std::pair<size_t, size_t>> thread_slice;
+  /// Ranges open on `tid` at time `t`, outermost first (indices into `ranges`).
+  void OpenAt(uint32_t tid, uint64_t t, std::vector<int>& out) const;
+  /// The innermost of OpenAt(tid, t) (the last one), or -1 when no range is open.
+  int InnermostAt(uint32_t tid, uint64_t t) const;
+  /// Sorts `ranges` and sets depth, parent and thread_slice.
+  void Nest();
+};
+
+/// Prefixes of the ranges kprof's PyTorch layer adds (src/pytorch/sitecustomize.py): they are
+/// kept apart from the op ranges (docs/pytorch.md).
+inline constexpr std::string_view kModuleRangePrefix = "kprof.module:";   ///< NAME|Class
+inline constexpr std::string_view kSourceRangePrefix = "kprof.src:";      ///< FILE:LINE
+inline constexpr std::string_view kPyTorchMarkPrefix = "kprof.pytorch:";  ///< MODE:ADDED
+
+/// The ranges of one process and the lookup of API calls by correlation id. Its own `ranges`
+/// are the op ranges (NVTX ranges of the program, PyTorch's aten ops); those of kprof's PyTorch
+/// layer are in `modules` and `sources`.
+struct ProcessIndex : RangeForest {
   const ProcessTrace* process = nullptr;
-  std::vector<RangeInterval> ranges;    ///< sorted by (tid, begin, longer first)
+  RangeForest modules;        ///< nn.Module calls ("kprof.module:" ranges)
+  RangeForest sources;        ///< the program's source line of a torch call ("kprof.src:")
+  std::string pytorch_added;  ///< what the PyTorch layer added ("auto:ops,modules"), or ""
+  /// Autograd: per op range, the backward node it runs in (a range directly inside
+  /// "autograd::engine::evaluate_function: ..."; the node's own index for the node), -1 outside
+  /// backward. Empty when the process ran no backward.
+  std::vector<int> backward_node;
+  /// Per op range: for a backward node, the forward op range that created it (the last op range
+  /// with the node's sequence number begun before the node), else -1.
+  std::vector<int> creator;
   CorrelationIndex api_by_correlation;  ///< launching API call of GPU work
   uint64_t end_ns = 0;                  ///< last timestamp of the process
 
@@ -80,15 +111,17 @@ struct ProcessIndex {
     return id < op_names.size() ? op_names[id] : std::string_view();
   }
 
-  /// Ranges open on `tid` at time `t`, outermost first (indices into `ranges`).
-  void OpenAt(uint32_t tid, uint64_t t, std::vector<int>& out) const;
-  /// The innermost of OpenAt(tid, t) (the last one), or -1 when no range is open.
-  int InnermostAt(uint32_t tid, uint64_t t) const;
   /// "outer/inner" path of range `i`.
   std::string Path(int i) const;
-
-  // Per thread: [first, last) slice of `ranges` (ranges are grouped by thread).
-  std::unordered_map<uint32_t, std::pair<size_t, size_t>> thread_slice;
+  /// The forward op range whose autograd node runs op range `i`, or -1.
+  int ForwardOf(int i) const {
+    if (i < 0 || backward_node.empty()) return -1;
+    const int node = backward_node[static_cast<size_t>(i)];
+    return node < 0 ? -1 : creator[static_cast<size_t>(node)];
+  }
+  bool InBackward(int i) const {
+    return i >= 0 && !backward_node.empty() && backward_node[static_cast<size_t>(i)] >= 0;
+  }
 };
 
 ProcessIndex BuildIndex(const ProcessTrace& p);
@@ -176,6 +209,11 @@ struct ProcessTimeline {
   /// inside a CUDA graph whose node is known (node-level tracing): the range open when the node
   /// was captured, on the capturing thread (docs/analysis.md, "CUDA graphs").
   std::vector<int> act_range;
+  /// Parallel to acts when the process has module ranges (else empty): the innermost module
+  /// range (index into index.modules) open at its launch; for work of a backward node, the one
+  /// open when the forward op that created the node began. -1: none.
+  std::vector<int> act_module;
+  int ModuleOf(size_t i) const { return act_module.empty() ? -1 : act_module[i]; }
   GraphIndex graphs;
   /// Parallel to acts: the first execution of its kernel name in this process.
   std::vector<bool> first_run;

@@ -132,6 +132,9 @@ MetaList StartMeta(const std::string& rank) {
   m.emplace_back("cupti_path", CuptiPath());
   m.emplace_back("kinds", KindsToString(a.kinds));
   m.emplace_back("graph_trace", a.graph_level ? "graph" : "node");
+  // What `kprof run --pytorch` asked Python programs to add (src/pytorch); absent: not asked.
+  if (const char* py = std::getenv("KPROF_PYTORCH"); py != nullptr && *py != 0)
+    m.emplace_back("pytorch", py);
   m.emplace_back("agent_version", "0.1.0");
   m.emplace_back("agent_tid", std::to_string(OsThreadId()));
   if (!a.subscriber_error.empty()) m.emplace_back("subscriber_error", a.subscriber_error);

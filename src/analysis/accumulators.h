@@ -87,6 +87,7 @@ struct KernelAcc {
 /// Accumulates one group (op, path, stream, device, kernel).
 struct GroupAcc {
   uint64_t calls = 0, gpu_ns = 0, cpu_ns = 0, kernels = 0, memcpys = 0, memsets = 0, bytes = 0;
+  uint64_t bwd_gpu_ns = 0;  ///< GroupRow::bwd_gpu_ns
   int64_t mem_delta = 0;
   UnionAcc busy;  ///< projected time (filled in the time-ordered pass)
   /// Keyed by the timeline's interned kernel name: equal names share one address.
@@ -128,6 +129,7 @@ struct GroupAcc {
     g.bytes = bytes;
     g.share = busy_ns ? static_cast<double>(gpu_ns) / static_cast<double>(busy_ns) : 0;
     g.mem_delta_bytes = mem_delta;
+    g.bwd_gpu_ns = bwd_gpu_ns;
     for (auto& [name, acc] : kernels_beneath) g.kernel_rows.push_back(acc.Row(*name, busy_ns));
     std::sort(g.kernel_rows.begin(), g.kernel_rows.end(), [](const auto& x, const auto& y) {
       return x.stat.total_ns != y.stat.total_ns ? x.stat.total_ns > y.stat.total_ns

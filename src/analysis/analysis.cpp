@@ -131,6 +131,7 @@ std::optional<GroupBy> ParseGroupBy(const std::string& s) {
   if (s == "stream") return GroupBy::Stream;
   if (s == "device") return GroupBy::Device;
   if (s == "graph") return GroupBy::Graph;
+  if (s == "module") return GroupBy::Module;
   return std::nullopt;
 }
 
@@ -148,6 +149,8 @@ const char* GroupByName(GroupBy by) {
       return "device";
     case GroupBy::Graph:
       return "graph";
+    case GroupBy::Module:
+      return "module";
   }
   return "op";
 }
@@ -160,6 +163,61 @@ uint64_t UnionLength(std::vector<std::pair<uint64_t, uint64_t>>& intervals) {
 }
 
 namespace {
+
+/// A module's accumulator: its row and its class.
+struct ModuleAcc {
+  GroupAcc acc;
+  std::string kind;
+  std::vector<Interval> intervals;  ///< its work, for the projected time
+};
+
+/// "model.0|Linear" (after the prefix) -> ("model.0", "Linear").
+std::pair<std::string_view, std::string_view> SplitModuleName(std::string_view name) {
+  name.remove_prefix(std::min(name.size(), kModuleRangePrefix.size()));
+  const size_t bar = name.rfind('|');
+  if (bar == std::string_view::npos) return {name, {}};
+  return {name.substr(0, bar), name.substr(bar + 1)};
+}
+
+/// Module rows in tree order: each module after its parent (the longest dotted prefix that is
+/// a module too), siblings by GPU time; depth set.
+std::vector<GroupRow> ModuleTree(std::vector<GroupRow> rows) {
+  std::map<std::string, size_t> at;
+  for (size_t i = 0; i < rows.size(); ++i) at[rows[i].key] = i;
+  std::vector<std::vector<size_t>> children(rows.size());
+  std::vector<size_t> roots;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::string_view k = rows[i].key;
+    size_t parent = SIZE_MAX;
+    for (size_t dot = k.rfind('.'); dot != std::string_view::npos && dot > 0;
+         dot = k.rfind('.', dot - 1)) {
+      auto it = at.find(std::string(k.substr(0, dot)));
+      if (it != at.end()) {
+        parent = it->second;
+        break;
+      }
+    }
+    (parent == SIZE_MAX ? roots : children[parent]).push_back(i);
+  }
+  const auto by_gpu = [&](size_t a, size_t b) {
+    return rows[a].gpu_ns != rows[b].gpu_ns ? rows[a].gpu_ns > rows[b].gpu_ns
+                                            : rows[a].key < rows[b].key;
+  };
+  std::vector<GroupRow> out;
+  std::vector<std::pair<size_t, uint32_t>> stack;  // (row, depth), depth first
+  std::sort(roots.begin(), roots.end(), by_gpu);
+  for (auto it = roots.rbegin(); it != roots.rend(); ++it) stack.emplace_back(*it, 0);
+  while (!stack.empty()) {
+    auto [i, depth] = stack.back();
+    stack.pop_back();
+    rows[i].depth = depth;
+    out.push_back(rows[i]);
+    std::sort(children[i].begin(), children[i].end(), by_gpu);
+    for (auto it = children[i].rbegin(); it != children[i].rend(); ++it)
+      stack.emplace_back(*it, depth + 1);
+  }
+  return out;
+}
 
 /// The graph a graph-level launch ran, when where its nodes were made is known.
 const GraphInfo* CapturedGraph(const ProcessTimeline& t, const Record& r) {
@@ -201,6 +259,7 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
   std::vector<std::pair<UnionAcc, uint64_t>> stream_acc;      ///< busy, activities
   std::map<std::string, KernelAcc> kernels;
   std::map<std::string, GroupAcc> ops, paths, view_stream, view_device;
+  std::map<std::string, ModuleAcc> modules;
   std::map<std::pair<std::string, std::string>, std::pair<std::vector<uint64_t>, uint32_t>> ranges;
   struct MemEvent {
     uint64_t t;
@@ -269,6 +328,28 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
       path_of[i]->second.cpu_ns += dur;
       ++S.nvtx_ranges;
     }
+    // nn.Module ranges (kprof run --pytorch): calls and CPU time per qualified name.
+    std::vector<ModuleAcc*> module_of(ix.modules.ranges.size());
+    {
+      std::unordered_map<uint32_t, ModuleAcc*> by_name;
+      for (size_t i = 0; i < ix.modules.ranges.size(); ++i) {
+        const RangeInterval& r = ix.modules.ranges[i];
+        ModuleAcc*& m = by_name[r.start->name];
+        if (m == nullptr) {
+          auto [name, kind] = SplitModuleName(p.strings.Get(r.start->name));
+          m = &modules[std::string(name)];
+          m->acc.with_kernels = false;
+          if (m->kind.empty()) m->kind = kind;
+        }
+        module_of[i] = m;
+        ++m->acc.calls;
+        m->acc.cpu_ns += r.end_ns - r.begin_ns;
+      }
+    }
+    if (!ix.pytorch_added.empty()) S.pytorch_added = ix.pytorch_added;
+    if (auto py = p.meta.find("pytorch"); py != p.meta.end()) S.pytorch_mode = py->second;
+    std::vector<ModuleAcc*> chain;
+
     GroupAcc*& no_op = fd.no_op;
     GroupAcc*& no_path = fd.no_path;
     const auto no_range = [&]() {
@@ -402,6 +483,23 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
         const auto inner = static_cast<size_t>(inner_range);
         op_of[inner]->AddActivity(r, kname);
         path_of[inner]->second.AddActivity(r, kname);
+        // Backward work: also priced on the forward op whose autograd node ran it.
+        if (const int fwd = ix.ForwardOf(inner_range); fwd >= 0) {
+          op_of[static_cast<size_t>(fwd)]->bwd_gpu_ns += r.DurationNs();
+          S.backward_linked_ns += r.DurationNs();
+        }
+      }
+      // nn.Module: the module open at the launch and every module around it (each once).
+      chain.clear();
+      for (int m = t.ModuleOf(i); m >= 0; m = ix.modules.ranges[static_cast<size_t>(m)].parent) {
+        ModuleAcc* acc = module_of[static_cast<size_t>(m)];
+        if (std::find(chain.begin(), chain.end(), acc) == chain.end()) chain.push_back(acc);
+      }
+      const bool backward = ix.InBackward(inner_range);
+      for (ModuleAcc* acc : chain) {
+        acc->acc.AddActivity(r, kname);
+        if (backward) acc->acc.bwd_gpu_ns += r.DurationNs();
+        acc->intervals.emplace_back(r.start_ns, std::max(r.start_ns, r.end_ns));
       }
       if (want(GroupBy::Stream)) view_stream[StreamKey(r.device, r.tid)].AddActivity(r, kname);
       if (want(GroupBy::Device)) {
@@ -575,6 +673,9 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
           rows.push_back(acc.Row(key, busy));
         }
         break;
+      case GroupBy::Module:
+        rows = an.modules;
+        break;
       case GroupBy::Graph:
         for (const GraphRow& gr : an.graphs) {
           GroupRow g;
@@ -593,6 +694,13 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
     return rows;
   };
   an.graphs = detail::GraphRows(tl);
+  for (auto& [name, m] : modules) {
+    GroupRow row = m.acc.Row(name, busy);
+    row.gpu_projected_ns = UnionLength(m.intervals);
+    row.kind = m.kind;
+    an.modules.push_back(std::move(row));
+  }
+  an.modules = ModuleTree(std::move(an.modules));
   an.rows = view_rows(opts.by);
   if (opts.all_views) {
     for (GroupBy by : {GroupBy::RangePath, GroupBy::Stream, GroupBy::Device}) {
@@ -606,7 +714,9 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
   if (filter) {
     std::erase_if(an.rows, [&](const GroupRow& g) { return !std::regex_search(g.key, *filter); });
   }
-  SortRows(an.rows, opts.sort);
+  // The module view keeps its tree order unless another order is asked for.
+  if (opts.by != GroupBy::Module || opts.sort != AnalysisOptions::Sort::Gpu)
+    SortRows(an.rows, opts.sort);
   if (opts.top && an.rows.size() > opts.top) an.rows.resize(opts.top);
 
   for (auto& [key, v] : ranges) {

@@ -29,6 +29,102 @@ void CorrelationIndex::Build(const ProcessTrace& p) {
   }
 }
 
+namespace {
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+/// The N of ", seq = N" in an op range's name (PyTorch's autograd sequence number), or -1.
+int64_t SeqOf(std::string_view name) {
+  constexpr std::string_view kSeq = ", seq = ";
+  const size_t at = name.find(kSeq);
+  if (at == std::string_view::npos) return -1;
+  int64_t v = -1;
+  for (size_t i = at + kSeq.size(); i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i) {
+    v = (v < 0 ? 0 : v) * 10 + (name[i] - '0');
+    if (v > (int64_t{1} << 53)) return -1;  // no counter gets there: not a sequence number
+  }
+  return v;
+}
+
+/// Autograd: which backward node each op range runs in, and which forward op made each node
+/// (docs/pytorch.md, "Backward attributed to forward").
+void LinkBackward(ProcessIndex& ix) {
+  constexpr std::string_view kEvaluate = "autograd::engine::evaluate_function: ";
+  const size_t n = ix.ranges.size();
+  bool any = false;
+  for (size_t i = 0; i < n && !any; ++i) any = StartsWith(ix.Name(i), kEvaluate);
+  if (!any) return;
+  ix.backward_node.assign(n, -1);
+  ix.creator.assign(n, -1);
+  // Parents come before their children (sorted by thread, begin, longer first).
+  for (size_t i = 0; i < n; ++i) {
+    const int parent = ix.ranges[i].parent;
+    if (parent < 0) continue;
+    if (StartsWith(ix.Name(static_cast<size_t>(parent)), kEvaluate))
+      ix.backward_node[i] = static_cast<int>(i);
+    else
+      ix.backward_node[i] = ix.backward_node[static_cast<size_t>(parent)];
+  }
+  // Forward ops by (sequence number, begin): a node's creator is the last one begun before the
+  // node with its number. Ops a node runs are not candidates.
+  struct Fwd {
+    int64_t seq;
+    uint64_t begin;
+    int index;
+  };
+  std::vector<Fwd> fwd;
+  for (size_t i = 0; i < n; ++i) {
+    if (ix.backward_node[i] >= 0) continue;
+    const int64_t seq = SeqOf(ix.process->strings.Get(ix.ranges[i].start->name));
+    if (seq >= 0) fwd.push_back({seq, ix.ranges[i].begin_ns, static_cast<int>(i)});
+  }
+  std::sort(fwd.begin(), fwd.end(), [](const Fwd& a, const Fwd& b) {
+    return a.seq != b.seq ? a.seq < b.seq : a.begin < b.begin;
+  });
+  for (size_t i = 0; i < n; ++i) {
+    if (ix.backward_node[i] != static_cast<int>(i)) continue;
+    const int64_t seq = SeqOf(ix.process->strings.Get(ix.ranges[i].start->name));
+    if (seq < 0) continue;
+    const uint64_t begin = ix.ranges[i].begin_ns;
+    auto it = std::lower_bound(fwd.begin(), fwd.end(), Fwd{seq, begin, 0},
+                               [](const Fwd& a, const Fwd& b) {
+                                 return a.seq != b.seq ? a.seq < b.seq : a.begin < b.begin;
+                               });
+    if (it == fwd.begin()) continue;
+    --it;
+    if (it->seq == seq) ix.creator[i] = it->index;
+  }
+}
+
+}  // namespace
+
+void RangeForest::Nest() {
+  std::sort(ranges.begin(), ranges.end(), [](const RangeInterval& a, const RangeInterval& b) {
+    if (a.tid != b.tid) return a.tid < b.tid;
+    if (a.begin_ns != b.begin_ns) return a.begin_ns < b.begin_ns;
+    if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;  // the longer one encloses
+    return a.start < b.start;
+  });
+  // Depth and parent: a stack sweep per thread.
+  thread_slice.clear();
+  std::vector<int> stack;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    auto& r = ranges[i];
+    if (i == 0 || ranges[i - 1].tid != r.tid) {
+      stack.clear();
+      if (i > 0) thread_slice[ranges[i - 1].tid].second = i;
+      thread_slice[r.tid] = {i, ranges.size()};
+    }
+    while (!stack.empty() && ranges[static_cast<size_t>(stack.back())].end_ns <= r.begin_ns)
+      stack.pop_back();
+    r.depth = static_cast<uint32_t>(stack.size());
+    r.parent = stack.empty() ? -1 : stack.back();
+    stack.push_back(static_cast<int>(i));
+  }
+}
+
 ProcessIndex BuildIndex(const ProcessTrace& p) {
   ProcessIndex ix;
   ix.process = &p;
@@ -40,6 +136,21 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
   for (const Record& r : p.records) {
     ix.end_ns = std::max(ix.end_ns, std::max(r.start_ns, r.end_ns));
   }
+  // The ranges of kprof's PyTorch layer go to their own sets; its mark says what it added.
+  const auto add = [&](const RangeInterval& r) {
+    const std::string_view name = p.strings.Get(r.start->name);
+    if (name.size() < 6 || name.substr(0, 6) != "kprof.") {
+      ix.ranges.push_back(r);
+    } else if (StartsWith(name, kModuleRangePrefix)) {
+      ix.modules.ranges.push_back(r);
+    } else if (StartsWith(name, kSourceRangePrefix)) {
+      ix.sources.ranges.push_back(r);
+    } else if (StartsWith(name, kPyTorchMarkPrefix)) {
+      ix.pytorch_added = name.substr(kPyTorchMarkPrefix.size());
+    } else {
+      ix.ranges.push_back(r);
+    }
+  };
   // Pair NVTX markers by id (push/pop and start/end both carry one). Records of one thread are
   // in time order in the file, but buffers of different threads interleave: sort by time.
   std::vector<const Record*> markers;
@@ -56,36 +167,18 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
     auto it = open_markers.find(m->a);
     if (it == open_markers.end()) continue;  // end without start (started before recording)
     const Record* s = it->second;
-    ix.ranges.push_back({s, s->start_ns, std::max(s->start_ns, m->start_ns), s->tid, 0, -1, true});
+    add({s, s->start_ns, std::max(s->start_ns, m->start_ns), s->tid, 0, -1, true});
     open_markers.erase(it);
   }
   for (const auto& [id, s] : open_markers)
-    ix.ranges.push_back({s, s->start_ns, std::max(s->start_ns, ix.end_ns), s->tid, 0, -1, false});
+    add({s, s->start_ns, std::max(s->start_ns, ix.end_ns), s->tid, 0, -1, false});
   for (const Record& r : p.records)
     if (r.Kind() == RecordKind::Range)
-      ix.ranges.push_back({&r, r.start_ns, std::max(r.start_ns, r.end_ns), r.tid, 0, -1, true});
-
-  std::sort(ix.ranges.begin(), ix.ranges.end(), [](const RangeInterval& a, const RangeInterval& b) {
-    if (a.tid != b.tid) return a.tid < b.tid;
-    if (a.begin_ns != b.begin_ns) return a.begin_ns < b.begin_ns;
-    if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;  // the longer one encloses
-    return a.start < b.start;
-  });
-  // Depth and parent: a stack sweep per thread.
-  std::vector<int> stack;
-  for (size_t i = 0; i < ix.ranges.size(); ++i) {
-    auto& r = ix.ranges[i];
-    if (i == 0 || ix.ranges[i - 1].tid != r.tid) {
-      stack.clear();
-      if (i > 0) ix.thread_slice[ix.ranges[i - 1].tid].second = i;
-      ix.thread_slice[r.tid] = {i, ix.ranges.size()};
-    }
-    while (!stack.empty() && ix.ranges[static_cast<size_t>(stack.back())].end_ns <= r.begin_ns)
-      stack.pop_back();
-    r.depth = static_cast<uint32_t>(stack.size());
-    r.parent = stack.empty() ? -1 : stack.back();
-    stack.push_back(static_cast<int>(i));
-  }
+      add({&r, r.start_ns, std::max(r.start_ns, r.end_ns), r.tid, 0, -1, true});
+  ix.Nest();
+  ix.modules.Nest();
+  ix.sources.Nest();
+  LinkBackward(ix);
   return ix;
 }
 
@@ -103,7 +196,7 @@ namespace {
 
 /// The latest range of `tid` that began at or before `t`, or -1. The stack of ranges open when
 /// it began is its parent chain (BuildIndex), and every range still open at t was on that stack.
-int LatestBegunAt(const ProcessIndex& ix, uint32_t tid, uint64_t t) {
+int LatestBegunAt(const RangeForest& ix, uint32_t tid, uint64_t t) {
   auto it = ix.thread_slice.find(tid);
   if (it == ix.thread_slice.end()) return -1;
   auto [first, last] = it->second;
@@ -116,7 +209,7 @@ int LatestBegunAt(const ProcessIndex& ix, uint32_t tid, uint64_t t) {
 
 }  // namespace
 
-void ProcessIndex::OpenAt(uint32_t tid, uint64_t t, std::vector<int>& out) const {
+void RangeForest::OpenAt(uint32_t tid, uint64_t t, std::vector<int>& out) const {
   out.clear();
   // Walk the parent chain of the latest range begun, keep those not yet ended.
   for (int k = LatestBegunAt(*this, tid, t); k >= 0; k = ranges[static_cast<size_t>(k)].parent)
@@ -124,7 +217,7 @@ void ProcessIndex::OpenAt(uint32_t tid, uint64_t t, std::vector<int>& out) const
   std::reverse(out.begin(), out.end());
 }
 
-int ProcessIndex::InnermostAt(uint32_t tid, uint64_t t) const {
+int RangeForest::InnermostAt(uint32_t tid, uint64_t t) const {
   for (int k = LatestBegunAt(*this, tid, t); k >= 0; k = ranges[static_cast<size_t>(k)].parent)
     if (ranges[static_cast<size_t>(k)].end_ns > t) return k;
   return -1;

@@ -104,11 +104,25 @@ void Activities(const ProcessTrace& p, ProcessTimeline& t) {
     const Record* a = t.acts[i];
     // Inside a graph: the op that captured the node, else (unknown node, or captured outside
     // any range) the range of the launch, as for any other work.
-    if (const uint64_t node = GraphNodeOf(*a); node != 0)
+    const Record* at = nullptr;  // the call that launched it, or the capture of its node
+    if (const uint64_t node = GraphNodeOf(*a); node != 0) {
       t.act_range[i] = t.graphs.CaptureRange(node);
+      if (t.act_range[i] >= 0) at = t.graphs.made.find(node)->second;
+    }
     if (t.act_range[i] < 0) {
-      if (const Record* api = t.Api(*a))
-        t.act_range[i] = t.index.InnermostAt(api->tid, api->start_ns);
+      at = t.Api(*a);
+      if (at != nullptr) t.act_range[i] = t.index.InnermostAt(at->tid, at->start_ns);
+    }
+    if (!t.index.modules.ranges.empty()) {
+      // nn.Module: the one open at the launch; for a backward node's work, the one open when
+      // the forward op that made the node began.
+      if (t.act_module.empty()) t.act_module.assign(t.acts.size(), -1);
+      if (const int fwd = t.index.ForwardOf(t.act_range[i]); fwd >= 0) {
+        const RangeInterval& f = t.index.ranges[static_cast<size_t>(fwd)];
+        t.act_module[i] = t.index.modules.InnermostAt(f.tid, f.begin_ns);
+      } else if (at != nullptr && !t.index.InBackward(t.act_range[i])) {
+        t.act_module[i] = t.index.modules.InnermostAt(at->tid, at->start_ns);
+      }
     }
     if (a->Kind() == RecordKind::Kernel && a->name < seen.size() && !seen[a->name]) {
       seen[a->name] = true;

@@ -49,6 +49,17 @@ std::string SelfDir() {
   return ec ? std::string(".") : p.parent_path().string();
 }
 
+/// The PyTorch layer's folder (holding sitecustomize.py): $KPROF_PYTHON_DIR, else python/ next
+/// to the kprof executable, else ../share/kprof/python; "" when none.
+std::string FindPythonDir() {
+  if (const char* env = std::getenv("KPROF_PYTHON_DIR"); env && *env) return env;
+  const std::string dir = SelfDir();
+  for (const auto& c : {dir + "/python", dir + "/../share/kprof/python"})
+    if (::access((c + "/sitecustomize.py").c_str(), R_OK) == 0)
+      return fs::weakly_canonical(c).string();
+  return "";
+}
+
 /// The agent: $KPROF_AGENT, else next to the kprof executable, else ../lib/.
 std::string FindAgent() {
   if (const char* env = std::getenv("KPROF_AGENT"); env && *env) return env;
@@ -217,7 +228,7 @@ int CmdRun(const std::vector<std::string>& args) {
     opts = args;
   }
   CLI::App app{"Profile a CUDA program: kprof run [options] -- PROGRAM [ARGS...]", "kprof run"};
-  std::string out_dir, kinds, graph_trace = "graph";
+  std::string out_dir, kinds, graph_trace = "graph", pytorch = "auto";
   int repeat = 1;
   bool quiet = false, force = false;
   cli::ViewOptions v;
@@ -230,6 +241,11 @@ int CmdRun(const std::vector<std::string>& args) {
                  "costs without kprof); node = every kernel, copy and memset inside graphs, "
                  "attributed to the op that captured it (slower launches; docs/analysis.md)")
       ->check(CLI::IsMember({"graph", "node"}));
+  app.add_option("--pytorch", pytorch,
+                 "Python programs that import torch: auto = an NVTX range per aten op and per "
+                 "nn.Module call; ops, modules = only those; stack = both and the program's "
+                 "file:line of each torch call (slower); off = nothing added (docs/pytorch.md)")
+      ->check(CLI::IsMember({"auto", "ops", "modules", "stack", "off"}));
   app.add_option("--repeat", repeat, "Run the program N times (DIR/rep1..repN), for kprof diff")
       ->check(CLI::Range(1, 1000));
   app.add_flag("-q,--quiet", quiet, "Print no report (the run is still saved)");
@@ -247,9 +263,10 @@ int CmdRun(const std::vector<std::string>& args) {
   // Options of the report are checked before the program runs, not after.
   if (!ParseFormat(v.format) || !ParseGroupBy(v.by) ||
       (v.sort != "gpu" && v.sort != "calls" && v.sort != "cpu" && v.sort != "name")) {
-    cli::Error("run",
-               "--format must be table|csv|json|md, --by kernel|op|range-path|stream|device|graph and "
-               "--sort gpu|calls|cpu|name");
+    cli::Error(
+        "run",
+        "--format must be table|csv|json|md, --by kernel|op|range-path|stream|device|graph|module and "
+        "--sort gpu|calls|cpu|name");
     return kExitUsage;
   }
   v.force = force;
@@ -266,6 +283,15 @@ int CmdRun(const std::vector<std::string>& args) {
                "libkprof_agent.so not found next to the kprof executable (set "
                "KPROF_AGENT to its path); was kprof built with the CUDA toolkit?");
     return kExitUsage;
+  }
+  std::string python_dir;
+  if (pytorch != "off") {
+    python_dir = FindPythonDir();
+    if (python_dir.empty())
+      std::fprintf(stderr,
+                   "kprof run: note: python/sitecustomize.py not found next to kprof (set "
+                   "KPROF_PYTHON_DIR); --pytorch %s adds nothing\n",
+                   pytorch.c_str());
   }
   if (out_dir.empty()) out_dir = DefaultOutputDir();
   for (int rep = 0; rep <= (repeat > 1 ? repeat : 0); ++rep) {
@@ -312,6 +338,14 @@ int CmdRun(const std::vector<std::string>& args) {
                                     "KPROF_OUTPUT_DIR=" + abs_dir};
     if (!kinds.empty()) env.push_back("KPROF_KINDS=" + kinds);
     env.push_back("KPROF_GRAPH_TRACE=" + graph_trace);
+    if (!python_dir.empty()) {
+      // First on the path: Python imports kprof's sitecustomize, which imports the one the
+      // environment had after it (src/pytorch/sitecustomize.py).
+      const char* old_path = std::getenv("PYTHONPATH");
+      env.push_back("PYTHONPATH=" + python_dir +
+                    (old_path && *old_path ? ":" + std::string(old_path) : std::string()));
+      env.push_back("KPROF_PYTORCH=" + pytorch);
+    }
     if (const char* prev = std::getenv("CUDA_INJECTION64_PATH"); prev && *prev)
       std::fprintf(stderr, "kprof run: note: replacing CUDA_INJECTION64_PATH=%s\n", prev);
 

@@ -63,9 +63,7 @@ ordered_json KernelJson(const KernelRow& k) {
           {"max_blocks", k.max_blocks}};
 }
 
-ordered_json GroupJson(const GroupRow& g) {
-  ordered_json kr = ordered_json::array();
-  for (const auto& k : g.kernel_rows) kr.push_back(KernelJson(k));
+ordered_json GroupJsonBase(const GroupRow& g, const ordered_json& kr) {
   return {{"key", g.key},
           {"calls", g.calls},
           {"gpu_ns", g.gpu_ns},
@@ -78,6 +76,21 @@ ordered_json GroupJson(const GroupRow& g) {
           {"share", g.share},
           {"mem_delta_bytes", g.mem_delta_bytes},
           {"kernel_rows", kr}};
+}
+
+ordered_json GroupJson(const GroupRow& g) {
+  ordered_json kr = ordered_json::array();
+  for (const auto& k : g.kernel_rows) kr.push_back(KernelJson(k));
+  if (!g.kind.empty() || g.bwd_gpu_ns != 0) {  // PyTorch rows only (docs/json-schema.md)
+    ordered_json j = GroupJsonBase(g, kr);
+    j["bwd_gpu_ns"] = g.bwd_gpu_ns;
+    if (!g.kind.empty()) {
+      j["class"] = g.kind;
+      j["depth"] = g.depth;
+    }
+    return j;
+  }
+  return GroupJsonBase(g, kr);
 }
 
 ordered_json SummaryJson(const RunSummary& s) {
@@ -142,6 +155,11 @@ ordered_json SummaryJson(const RunSummary& s) {
       j["graphs"]["device_launch_graphs_unrecorded"] = s.graph_device_unrecorded;
     }
   }
+  // Only for PyTorch runs (kprof run --pytorch, or autograd ranges in the recording).
+  if (!s.pytorch_mode.empty() || !s.pytorch_added.empty() || s.backward_linked_ns)
+    j["pytorch"] = {{"mode", s.pytorch_mode},
+                    {"added", s.pytorch_added},
+                    {"backward_linked_ns", s.backward_linked_ns}};
   return j;
 }
 
@@ -190,16 +208,29 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
 
   const char* what = GroupByName(a.by);
   if (a.by != GroupBy::Kernel) {
+    // PyTorch runs with autograd traced to the forward ops, and the module view: a column of
+    // backward GPU time (docs/pytorch.md).
+    const bool bwd = a.by == GroupBy::Module || (a.by == GroupBy::Op && s.backward_linked_ns);
     out << fmt::format("GPU time by {}\n", what);
-    out << fmt::format("  {:<50} {:>8} {:>11} {:>11} {:>7} {:>8} {:>11}\n", what, "Calls",
-                       "GPU time", "Projected", "Share", "Kernels", "CPU time");
+    out << fmt::format(
+        "  {:<50} {:>8} {:>11} {:>11} {:>7} {:>8} {:>11}{}\n", what, "Calls", "GPU time",
+        "Projected", "Share", "Kernels", "CPU time",
+        bwd ? fmt::format(" {:>11}", a.by == GroupBy::Op ? "Its backward" : "Backward")
+            : std::string());
     size_t n = 0;
     for (const auto& g : a.rows) {
       if (o.top && n++ >= o.top) break;
-      out << "  " << Pad(Fit(g.key, 50), 50)
-          << fmt::format(" {:>8} {:>11} {:>11} {:>7} {:>8} {:>11}\n", g.calls,
+      const std::string key =
+          g.kind.empty()
+              ? g.key
+              : std::string(2 * std::min<uint32_t>(g.depth, 8), ' ') + g.key + " (" + g.kind + ")";
+      out << "  " << Pad(Fit(key, 50), 50)
+          << fmt::format(" {:>8} {:>11} {:>11} {:>7} {:>8} {:>11}{}\n", g.calls,
                          FormatDuration(g.gpu_ns), FormatDuration(g.gpu_projected_ns), Pct(g.share),
-                         g.kernels, g.cpu_ns ? FormatDuration(g.cpu_ns) : "-");
+                         g.kernels, g.cpu_ns ? FormatDuration(g.cpu_ns) : "-",
+                         bwd ? fmt::format(" {:>11}", g.bwd_gpu_ns ? FormatDuration(g.bwd_gpu_ns)
+                                                                   : std::string("-"))
+                             : std::string());
       size_t m = 0;
       for (const auto& k : g.kernel_rows) {
         if (m++ >= 3) {
@@ -437,6 +468,23 @@ std::vector<std::pair<std::string, std::string>> TotalsLines(const RunSummary& s
                       fmt::format(" ({} allocs, {} frees)", s.allocs, s.frees)
                 : std::string("not recorded"));
   line("NVTX ranges", std::to_string(s.nvtx_ranges));
+  if (!s.pytorch_mode.empty() || !s.pytorch_added.empty() || s.backward_linked_ns) {
+    std::string py;
+    if (!s.pytorch_added.empty()) {
+      auto colon = s.pytorch_added.find(':');
+      py = fmt::format(
+          "kprof added {} ranges (--pytorch {})",
+          colon == std::string::npos ? s.pytorch_added : s.pytorch_added.substr(colon + 1),
+          s.pytorch_added.substr(0, colon));
+    } else if (!s.pytorch_mode.empty()) {
+      py = fmt::format("--pytorch {}: nothing added (no process imported torch{})", s.pytorch_mode,
+                       s.pytorch_mode == "off" ? ", or off" : "");
+    }
+    if (s.backward_linked_ns)
+      py += fmt::format("{}backward: {} of GPU work traced to the forward ops that made it",
+                        py.empty() ? "" : "; ", FormatDuration(s.backward_linked_ns));
+    line("PyTorch", py);
+  }
   std::string loss =
       fmt::format("{} dropped, {} without timestamps", s.dropped_records, s.missing_timestamps);
   if (s.dropped_records || s.missing_timestamps) loss += "  << the profile is incomplete";
@@ -520,6 +568,11 @@ std::string ReportJson(const Run& run, const Analysis& a, const std::vector<Hint
                         {"device_launches", g.device_launches},
                         {"launched_by", g.launched_by}});
     j["graphs"] = graphs;
+  }
+  if (!a.modules.empty()) {
+    ordered_json modules = ordered_json::array();
+    for (const GroupRow& g : a.modules) modules.push_back(GroupJson(g));
+    j["modules"] = modules;
   }
   // Names come from the profiled program: invalid UTF-8 is replaced, never fatal.
   return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);

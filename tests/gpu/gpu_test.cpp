@@ -290,6 +290,43 @@ TEST(Gpu, PyTorchTrainingExitsCleanlyEveryTime) {
   }
 }
 
+// Issue 11: an unmodified PyTorch script under plain `kprof run` shows its aten ops and its
+// nn.Module tree, with the backward pass traced to the forward ops; a Python program that does
+// not use torch prints exactly what it prints without kprof.
+TEST(Gpu, PyTorchOpsAndModulesWithoutCodeChanges) {
+  REQUIRE_GPU();
+  if (!HaveTorch()) GTEST_SKIP() << "PyTorch with CUDA not available";
+  std::string dir = FreshDir("pytorch_auto");
+  Result r = Kprof(dir, {Python(), Src("examples/train_mlp.py"), "--steps", "3"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("train_mlp: steps=3"), std::string::npos) << r.out;
+  kprof::Run run = ReadInputs({dir});
+  ExpectClean(Only(run));
+  AnalysisOptions o;
+  o.by = GroupBy::Module;
+  Analysis a = Analyze(BuildTimeline(run), o);
+  EXPECT_EQ(a.summary.pytorch_added, "auto:ops,modules");
+  ASSERT_EQ(a.rows.size(), 8u);
+  EXPECT_EQ(a.rows[0].key + " " + a.rows[0].kind, "model Sequential");
+  for (const GroupRow& m : a.rows) {
+    EXPECT_EQ(m.calls, 3u) << m.key;
+    EXPECT_GT(m.bwd_gpu_ns, 0u) << m.key;
+  }
+  Analysis ops = Analyze(BuildTimeline(run));
+  bool addmm = false;
+  for (const GroupRow& g : ops.ops)
+    if (g.key == "aten::addmm") addmm = g.calls >= 9 && g.bwd_gpu_ns > 0;
+  EXPECT_TRUE(addmm);
+  EXPECT_EQ(ops.unattributed_gpu_ns, 0u);  // every kernel in an op
+
+  const std::string code = "import sys; print(len(sys.modules), 'torch' in sys.modules)";
+  Result plain = Exec({Python(), "-c", code});
+  Result under = Kprof(FreshDir("python_no_torch"), {Python(), "-c", code});
+  EXPECT_EQ(under.status, 0);
+  EXPECT_NE(under.out.find(plain.out), std::string::npos) << plain.out << " vs " << under.out;
+  EXPECT_NE(plain.out.find("False"), std::string::npos);
+}
+
 // A child forked without exec (a fork-started worker) exits normally: it must not hang in the
 // agent's exit path nor close the parent's file; the parent keeps recording.
 TEST(Gpu, ForkedChildLeavesTheParentsRecordingAlone) {

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# PyTorch without code changes (issue 11), on a GPU machine: recordings of examples/train_mlp.py
+# (eager with kprof's ranges, eager with emit_nvtx, eager with no ranges, torch.compile, stack
+# mode, emit_nvtx inside a --pytorch auto run), a non-PyTorch Python program and a C++ program
+# with and without the layer, and the loop time of train_mlp.py under each way of naming ops,
+# interleaved rounds (docs/benchmarks.md, "PyTorch").
+#   scripts/pytorch_session.sh OUT [BUILD] [ROUNDS]     (PHASE=rec or PHASE=overhead: one part)
+set -u
+PHASE=${PHASE:-all}
+OUT=${1:?usage: pytorch_session.sh OUT [BUILD] [ROUNDS]}
+BUILD=${2:-build}
+ROUNDS=${3:-5}
+K="$BUILD/kprof"
+MLP=examples/train_mlp.py
+mkdir -p "$OUT/runs"
+exec > >(tee "$OUT/session-$PHASE.log") 2>&1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 -c "import torch; print('torch', torch.__version__)"
+
+if [ "$PHASE" != overhead ]; then
+rec() {  # rec NAME [kprof options] -- program...
+  local name=$1; shift
+  echo "== $name: $*"
+  timeout 300 "$K" run --quiet -o "$OUT/runs/$name" "$@" > "$OUT/runs/$name.log" 2>&1
+  echo "rc=$?"; tail -n 3 "$OUT/runs/$name.log"
+}
+# Fixture-sized recordings (10 steps) and full ones (100 steps, the acceptance comparison).
+rec mlp_auto10 -- python3 $MLP --steps 10
+rec mlp_emit10 --pytorch off -- python3 $MLP --steps 10 --emit-nvtx
+rec mlp_auto -- python3 $MLP
+rec mlp_emit --pytorch off -- python3 $MLP --emit-nvtx
+rec mlp_none --pytorch off -- python3 $MLP --steps 10
+rec mlp_auto_emit -- python3 $MLP --steps 10 --emit-nvtx
+rec mlp_stack10 --pytorch stack -- python3 $MLP --steps 10
+rec mlp_compile10 -- python3 $MLP --steps 10 --warmup 3 --compile
+rec mlp_compile -- python3 $MLP --warmup 3 --compile
+rec mlp_eager_w -- python3 $MLP --warmup 3
+rec mlp_profiler_inside -- python3 $MLP --steps 10 --profiler
+
+echo "== reports"
+for r in mlp_auto mlp_emit mlp_auto10 mlp_compile10 mlp_stack10 mlp_none mlp_auto_emit; do
+  echo "-- $r"; "$K" report "$OUT/runs/$r" --top 25 2>&1 | head -n 80
+done
+"$K" diff "$OUT/runs/mlp_eager_w" "$OUT/runs/mlp_compile" 2>&1 | head -n 60
+
+echo "== unaffected programs"
+PY='import sys, os; print("modules", len(sys.modules), "torch" in sys.modules, os.environ.get("KPROF_PYTORCH"))'
+python3 -c "$PY"
+"$K" run --quiet -o "$OUT/runs/py_plain" -- python3 -c "$PY"; echo "rc=$?"
+"$BUILD/kernels/vector_add" > "$OUT/cpp_plain.txt" 2>&1; echo "cpp plain rc=$?"
+"$K" run --quiet -o "$OUT/runs/cpp" -- "$BUILD/kernels/vector_add" > "$OUT/cpp_kprof.txt" 2>&1
+echo "cpp kprof rc=$?"
+cmp "$OUT/cpp_plain.txt" "$OUT/cpp_kprof.txt" && echo "cpp output identical"
+
+fi
+if [ "$PHASE" != rec ]; then
+echo "== overhead: loop time of train_mlp.py (5 warm-up steps, 100 timed), $ROUNDS rounds"
+: > "$OUT/overhead.txt"
+for round in $(seq 1 "$ROUNDS"); do
+  for v in plain kprof_off kprof_auto kprof_emit torch_profiler kprof_stack; do
+    case $v in
+      plain) cmd=(python3 $MLP --warmup 5) ;;
+      torch_profiler) cmd=(python3 $MLP --warmup 5 --profiler) ;;
+      kprof_off) cmd=("$K" run --quiet --pytorch off -o /tmp/ov --force -- python3 $MLP --warmup 5) ;;
+      kprof_auto) cmd=("$K" run --quiet -o /tmp/ov --force -- python3 $MLP --warmup 5) ;;
+      kprof_emit) cmd=("$K" run --quiet --pytorch off -o /tmp/ov --force -- python3 $MLP --warmup 5 --emit-nvtx) ;;
+      kprof_stack) cmd=("$K" run --quiet --pytorch stack -o /tmp/ov --force -- python3 $MLP --warmup 5) ;;
+    esac
+    s=$(timeout 300 "${cmd[@]}" 2>/dev/null | sed -n 's/.*loop_s=\([0-9.]*\).*/\1/p')
+    echo "$round $v $s" | tee -a "$OUT/overhead.txt"
+  done
+done
+python3 - "$OUT/overhead.txt" <<'EOF'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if len(l.split()) == 3]
+by = {}
+for _, v, s in rows:
+    by.setdefault(v, []).append(float(s))
+base = statistics.median(by["plain"])
+for v, xs in by.items():
+    m = statistics.median(xs)
+    print(f"{v:15s} median {m*1e3:8.1f} ms  {m/base:5.2f}x plain  runs {' '.join(f'{x*1e3:.1f}' for x in xs)}")
+EOF
+fi
+[ -d "$OUT/runs" ] && tar -C "$OUT" -czf "$OUT/pytorch-runs.tgz" runs && rm -rf "$OUT/runs"

@@ -1,0 +1,5 @@
+compiling = [False]
+
+
+def is_compiling():
+    return compiling[0]

@@ -1,0 +1,6 @@
+class TorchFunctionMode:
+    active = []
+
+    def __enter__(self):
+        TorchFunctionMode.active.append(self)
+        return self
