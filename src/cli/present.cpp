@@ -60,7 +60,8 @@ ViewOutputs OpenOutputs(const ViewOptions& v) {
 void Present(const Run& run, const ViewOptions& v, const std::string& saved_to, ViewOutputs& out) {
   AnalysisOptions ao;
   auto by = ParseGroupBy(v.by);
-  if (!by) throw InputError("--by " + v.by + ": expected kernel|op|range-path|stream|device|graph|module");
+  if (!by)
+    throw InputError("--by " + v.by + ": expected kernel|op|range-path|stream|device|graph|module");
   ao.by = *by;
   auto fmt = ParseFormat(v.format);
   if (!fmt) throw InputError("--format " + v.format + ": expected table|csv|json|md");

@@ -263,10 +263,10 @@ int CmdRun(const std::vector<std::string>& args) {
   // Options of the report are checked before the program runs, not after.
   if (!ParseFormat(v.format) || !ParseGroupBy(v.by) ||
       (v.sort != "gpu" && v.sort != "calls" && v.sort != "cpu" && v.sort != "name")) {
-    cli::Error(
-        "run",
-        "--format must be table|csv|json|md, --by kernel|op|range-path|stream|device|graph|module and "
-        "--sort gpu|calls|cpu|name");
+    cli::Error("run",
+               "--format must be table|csv|json|md, --by "
+               "kernel|op|range-path|stream|device|graph|module and "
+               "--sort gpu|calls|cpu|name");
     return kExitUsage;
   }
   v.force = force;
