@@ -80,18 +80,16 @@ void LinkBackward(ProcessIndex& ix) {
     const int64_t seq = SeqOf(ix.process->strings.Get(ix.ranges[i].start->name));
     if (seq >= 0) fwd.push_back({seq, ix.ranges[i].begin_ns, static_cast<int>(i)});
   }
-  std::sort(fwd.begin(), fwd.end(), [](const Fwd& a, const Fwd& b) {
+  const auto earlier = [](const Fwd& a, const Fwd& b) {
     return a.seq != b.seq ? a.seq < b.seq : a.begin < b.begin;
-  });
+  };
+  std::sort(fwd.begin(), fwd.end(), earlier);
   for (size_t i = 0; i < n; ++i) {
     if (ix.backward_node[i] != static_cast<int>(i)) continue;
     const int64_t seq = SeqOf(ix.process->strings.Get(ix.ranges[i].start->name));
     if (seq < 0) continue;
     const uint64_t begin = ix.ranges[i].begin_ns;
-    auto it = std::lower_bound(fwd.begin(), fwd.end(), Fwd{seq, begin, 0},
-                               [](const Fwd& a, const Fwd& b) {
-                                 return a.seq != b.seq ? a.seq < b.seq : a.begin < b.begin;
-                               });
+    auto it = std::lower_bound(fwd.begin(), fwd.end(), Fwd{seq, begin, 0}, earlier);
     if (it == fwd.begin()) continue;
     --it;
     if (it->seq == seq) ix.creator[i] = it->index;
@@ -139,7 +137,7 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
   // The ranges of kprof's PyTorch layer go to their own sets; its mark says what it added.
   const auto add = [&](const RangeInterval& r) {
     const std::string_view name = p.strings.Get(r.start->name);
-    if (name.size() < 6 || name.substr(0, 6) != "kprof.") {
+    if (!StartsWith(name, "kprof.")) {
       ix.ranges.push_back(r);
     } else if (StartsWith(name, kModuleRangePrefix)) {
       ix.modules.ranges.push_back(r);

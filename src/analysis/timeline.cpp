@@ -98,6 +98,7 @@ void Activities(const ProcessTrace& p, ProcessTimeline& t) {
     running[graph] = it->second;
   }
   t.act_range.resize(t.acts.size(), -1);
+  if (!t.index.modules.ranges.empty()) t.act_module.assign(t.acts.size(), -1);
   t.first_run.resize(t.acts.size());
   std::vector<bool> seen(p.strings.size());
   for (size_t i = 0; i < t.acts.size(); ++i) {
@@ -113,10 +114,9 @@ void Activities(const ProcessTrace& p, ProcessTimeline& t) {
       at = t.Api(*a);
       if (at != nullptr) t.act_range[i] = t.index.InnermostAt(at->tid, at->start_ns);
     }
-    if (!t.index.modules.ranges.empty()) {
+    if (!t.act_module.empty()) {
       // nn.Module: the one open at the launch; for a backward node's work, the one open when
       // the forward op that made the node began.
-      if (t.act_module.empty()) t.act_module.assign(t.acts.size(), -1);
       if (const int fwd = t.index.ForwardOf(t.act_range[i]); fwd >= 0) {
         const RangeInterval& f = t.index.ranges[static_cast<size_t>(fwd)];
         t.act_module[i] = t.index.modules.InnermostAt(f.tid, f.begin_ns);

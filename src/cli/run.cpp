@@ -49,24 +49,29 @@ std::string SelfDir() {
   return ec ? std::string(".") : p.parent_path().string();
 }
 
+/// The first readable of `beside` (paths relative to the kprof executable's folder), made
+/// canonical; "" when none.
+std::string FindInstalled(std::initializer_list<const char*> beside) {
+  const std::string dir = SelfDir();
+  for (const char* rel : beside)
+    if (const std::string c = dir + "/" + rel; ::access(c.c_str(), R_OK) == 0)
+      return fs::weakly_canonical(c).string();
+  return "";
+}
+
 /// The PyTorch layer's folder (holding sitecustomize.py): $KPROF_PYTHON_DIR, else python/ next
 /// to the kprof executable, else ../share/kprof/python; "" when none.
 std::string FindPythonDir() {
   if (const char* env = std::getenv("KPROF_PYTHON_DIR"); env && *env) return env;
-  const std::string dir = SelfDir();
-  for (const auto& c : {dir + "/python", dir + "/../share/kprof/python"})
-    if (::access((c + "/sitecustomize.py").c_str(), R_OK) == 0)
-      return fs::weakly_canonical(c).string();
-  return "";
+  const std::string file =
+      FindInstalled({"python/sitecustomize.py", "../share/kprof/python/sitecustomize.py"});
+  return file.empty() ? file : fs::path(file).parent_path().string();
 }
 
 /// The agent: $KPROF_AGENT, else next to the kprof executable, else ../lib/.
 std::string FindAgent() {
   if (const char* env = std::getenv("KPROF_AGENT"); env && *env) return env;
-  const std::string dir = SelfDir();
-  for (const auto& c : {dir + "/libkprof_agent.so", dir + "/../lib/libkprof_agent.so"})
-    if (::access(c.c_str(), R_OK) == 0) return fs::weakly_canonical(c).string();
-  return "";
+  return FindInstalled({"libkprof_agent.so", "../lib/libkprof_agent.so"});
 }
 
 std::string DefaultOutputDir() {
