@@ -28,8 +28,9 @@ struct Stat {
 /// Builds a Stat from a list of durations (sorts `durations` in place).
 Stat MakeStat(std::vector<uint64_t>& durations);
 
-enum class GroupBy { Kernel, Op, RangePath, Stream, Device, Graph, Module };
-/// Parses "kernel|op|range-path|stream|device|graph|module"; nullopt for anything else.
+enum class GroupBy { Kernel, Op, RangePath, Stream, Device, Graph, Module, Source, Compiled };
+/// Parses "kernel|op|range-path|stream|device|graph|module|source|compiled"; nullopt for
+/// anything else.
 std::optional<GroupBy> ParseGroupBy(const std::string& s);
 const char* GroupByName(GroupBy by);
 
@@ -65,7 +66,13 @@ struct GroupRow {
   /// nodes this op made in the forward pass (that work is also in the rows of the ops that ran
   /// it). Module view: the part of gpu_ns that is backward work of the module's forward ops.
   uint64_t bwd_gpu_ns = 0;
-  std::string kind;    ///< module view: the module's class ("Linear")
+  /// Module view: the module's class ("Linear"). Source view: the op called from that line with
+  /// most GPU time (its backward work counted for it). Compiled view: the module that called the
+  /// compiled code ("" if unknown).
+  std::string kind;
+  /// Op view, with source lines (--pytorch stack): the program's FILE:LINE its GPU work was
+  /// called from most (for backward work, the line of the forward op); "" otherwise.
+  std::string source;
   uint32_t depth = 0;  ///< module view: enclosing modules shown above it (tree order)
 };
 
@@ -204,6 +211,12 @@ struct Analysis {
   /// Every nn.Module with its calls and GPU time, forward and backward, inclusive of the modules
   /// inside it, in tree order (kprof run --pytorch, docs/pytorch.md). Empty without modules.
   std::vector<GroupRow> modules;
+  /// --pytorch stack: GPU time by the program's source line (FILE:LINE) of the torch call that
+  /// launched it (backward work: the line of its forward op), by GPU time. Empty otherwise.
+  std::vector<GroupRow> sources;
+  /// torch.compile: GPU time by compiled region ("compiled 0/0 forward"), compilation itself
+  /// (kCompilingRegion) and the rest (kEagerRegion), by GPU time. Empty without torch.compile.
+  std::vector<GroupRow> compiled;
   uint64_t unattributed_gpu_ns = 0;  ///< GPU time launched outside any range ("(no range)")
 };
 

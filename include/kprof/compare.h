@@ -83,6 +83,8 @@ struct RunDigest {
   RunTotals totals;
   std::map<std::string, DigestOp> ops;          ///< full op view, by op name
   std::map<std::string, DigestKernel> kernels;  ///< all kernels, by (demangled) name
+  /// nn.Modules (kprof run --pytorch): calls and inclusive GPU time, by qualified name.
+  std::map<std::string, DigestOp> modules;
   std::vector<DigestHint> hints;
 };
 
@@ -168,8 +170,8 @@ struct MetricDiff {
   std::string reason;  ///< one short line: why (or why not) flagged
 };
 
-enum class Section { Run, Op, Kernel };
-const char* SectionName(Section s);  ///< "run", "op", "kernel"
+enum class Section { Run, Op, Kernel, Module };
+const char* SectionName(Section s);  ///< "run", "op", "kernel", "module"
 
 /// One row of the diff: a run-level metric, an op or a kernel.
 struct ItemDiff {
@@ -199,12 +201,15 @@ struct DiffResult {
   std::string mode_note;      ///< "Mann-Whitney U, alpha 0.05, ..." or "single run per side: ..."
   std::vector<ItemDiff> run;  ///< run-level metrics, in RunMetrics() order
   std::vector<ItemDiff> ops;  ///< by impact, then name
-  std::vector<ItemDiff> kernels;      ///< by impact, then name
+  std::vector<ItemDiff> kernels;  ///< by impact, then name
+  /// nn.Modules, by impact, then name: where kernel names differ completely (eager against
+  /// torch.compile), the model's own parts still match. Empty when no run has modules.
+  std::vector<ItemDiff> modules;
   std::vector<HintChange> hints;      ///< appeared first, then gone; by severity, then id
   std::vector<std::string> warnings;  ///< data-quality notes (dropped records, crashes)
 
   bool Regressed() const;
-  size_t Count(Verdict v) const;  ///< items (run + ops + kernels) with this verdict
+  size_t Count(Verdict v) const;  ///< items (run, ops, kernels, modules) with this verdict
 };
 
 /// Compares base runs with new runs. Throws InputError when a side is empty.

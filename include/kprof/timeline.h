@@ -84,6 +84,10 @@ struct RangeForest {
 inline constexpr std::string_view kModuleRangePrefix = "kprof.module:";   ///< NAME|Class
 inline constexpr std::string_view kSourceRangePrefix = "kprof.src:";      ///< FILE:LINE
 inline constexpr std::string_view kPyTorchMarkPrefix = "kprof.pytorch:";  ///< MODE:ADDED
+/// The region of GPU work run while torch.compile compiles (ProcessIndex::regions).
+inline constexpr std::string_view kCompilingRegion = "torch.compile compiling";
+/// GPU work of a process with compiled code that ran outside it (the compiled view's row).
+inline constexpr std::string_view kEagerRegion = "(eager)";
 
 /// The ranges of one process and the lookup of API calls by correlation id. Its own `ranges`
 /// are the op ranges (NVTX ranges of the program, PyTorch's aten ops); those of kprof's PyTorch
@@ -100,6 +104,16 @@ struct ProcessIndex : RangeForest {
   /// Per op range: for a backward node, the forward op range that created it (the last op range
   /// with the node's sequence number begun before the node), else -1.
   std::vector<int> creator;
+  /// torch.compile (docs/pytorch.md, "Compiled code"): per op range, the compiled code it runs
+  /// in, an index into `regions`, -1 for eager code. regions[kCompiling] is compilation itself
+  /// (Dynamo and Inductor at work, autotuning included); the others are "compiled F forward" /
+  /// "compiled F backward" per Dynamo frame F ("0/0"). Both empty without torch.compile.
+  std::vector<int> region_of;
+  std::vector<std::string> regions;
+  static constexpr int kCompiling = 0;
+  int RegionOf(int i) const {
+    return i < 0 || region_of.empty() ? -1 : region_of[static_cast<size_t>(i)];
+  }
   CorrelationIndex api_by_correlation;  ///< launching API call of GPU work
   uint64_t end_ns = 0;                  ///< last timestamp of the process
 
@@ -211,9 +225,14 @@ struct ProcessTimeline {
   std::vector<int> act_range;
   /// Parallel to acts when the process has module ranges (else empty): the innermost module
   /// range (index into index.modules) open at its launch; for work of a backward node, the one
-  /// open when the forward op that created the node began. -1: none.
+  /// open when the forward op that created the node began; none (-1) for work run while
+  /// torch.compile compiles.
   std::vector<int> act_module;
   int ModuleOf(size_t i) const { return act_module.empty() ? -1 : act_module[i]; }
+  /// Parallel to acts when the process has source-line ranges (--pytorch stack; else empty):
+  /// the innermost one (index into index.sources) open at its launch, found as act_module is.
+  std::vector<int> act_source;
+  int SourceOf(size_t i) const { return act_source.empty() ? -1 : act_source[i]; }
   GraphIndex graphs;
   /// Parallel to acts: the first execution of its kernel name in this process.
   std::vector<bool> first_run;

@@ -132,6 +132,8 @@ std::optional<GroupBy> ParseGroupBy(const std::string& s) {
   if (s == "device") return GroupBy::Device;
   if (s == "graph") return GroupBy::Graph;
   if (s == "module") return GroupBy::Module;
+  if (s == "source") return GroupBy::Source;
+  if (s == "compiled") return GroupBy::Compiled;
   return std::nullopt;
 }
 
@@ -151,6 +153,10 @@ const char* GroupByName(GroupBy by) {
       return "graph";
     case GroupBy::Module:
       return "module";
+    case GroupBy::Source:
+      return "source";
+    case GroupBy::Compiled:
+      return "compiled";
   }
   return "op";
 }
@@ -164,12 +170,31 @@ uint64_t UnionLength(std::vector<std::pair<uint64_t, uint64_t>>& intervals) {
 
 namespace {
 
-/// A module's accumulator: its row and its class.
-struct ModuleAcc {
+/// The accumulator of a module, a source line or a compiled region: its row, its `kind`
+/// (GroupRow::kind) and its work's intervals, for the projected time.
+struct ViewAcc {
   GroupAcc acc;
   std::string kind;
-  std::vector<Interval> intervals;  ///< its work, for the projected time
+  std::vector<Interval> intervals;
+  void Add(const Record& r, const std::string& kernel_name) {
+    acc.AddActivity(r, kernel_name);
+    intervals.emplace_back(r.start_ns, std::max(r.start_ns, r.end_ns));
+  }
+  GroupRow Row(const std::string& key, uint64_t busy_ns) {
+    GroupRow row = acc.Row(key, busy_ns);
+    row.gpu_projected_ns = UnionLength(intervals);
+    row.kind = kind;
+    return row;
+  }
 };
+
+/// The key with the most nanoseconds in `ns` ("" when empty; ties: the smaller key).
+std::string Top(const std::map<std::string, uint64_t>& ns) {
+  const std::pair<const std::string, uint64_t>* best = nullptr;
+  for (const auto& kv : ns)
+    if (best == nullptr || kv.second > best->second) best = &kv;
+  return best ? best->first : std::string();
+}
 
 /// "model.0|Linear" (after the prefix) -> ("model.0", "Linear").
 std::pair<std::string_view, std::string_view> SplitModuleName(std::string_view name) {
@@ -259,7 +284,9 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
   std::vector<std::pair<UnionAcc, uint64_t>> stream_acc;      ///< busy, activities
   std::map<std::string, KernelAcc> kernels;
   std::map<std::string, GroupAcc> ops, paths, view_stream, view_device;
-  std::map<std::string, ModuleAcc> modules;
+  std::map<std::string, ViewAcc> modules, sources, compiled;
+  // --pytorch stack: GPU time per (op, source line), for the op's top line and the line's top op.
+  std::map<std::string, std::map<std::string, uint64_t>> op_lines, line_ops;
   std::map<std::pair<std::string, std::string>, std::pair<std::vector<uint64_t>, uint32_t>> ranges;
   struct MemEvent {
     uint64_t t;
@@ -329,12 +356,12 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
       ++S.nvtx_ranges;
     }
     // nn.Module ranges (kprof run --pytorch): calls and CPU time per qualified name.
-    std::vector<ModuleAcc*> module_of(ix.modules.ranges.size());
+    std::vector<ViewAcc*> module_of(ix.modules.ranges.size());
     {
-      std::unordered_map<uint32_t, ModuleAcc*> by_name;
+      std::unordered_map<uint32_t, ViewAcc*> by_name;
       for (size_t i = 0; i < ix.modules.ranges.size(); ++i) {
         const RangeInterval& r = ix.modules.ranges[i];
-        ModuleAcc*& m = by_name[r.start->name];
+        ViewAcc*& m = by_name[r.start->name];
         if (m == nullptr) {
           auto [name, kind] = SplitModuleName(p.strings.Get(r.start->name));
           m = &modules[std::string(name)];
@@ -346,9 +373,42 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
         m->acc.cpu_ns += r.end_ns - r.begin_ns;
       }
     }
+    // Source lines (--pytorch stack): calls and CPU time per FILE:LINE.
+    std::vector<std::pair<const std::string*, ViewAcc*>> source_of(ix.sources.ranges.size());
+    for (size_t i = 0; i < ix.sources.ranges.size(); ++i) {
+      const RangeInterval& r = ix.sources.ranges[i];
+      std::string_view line = p.strings.Get(r.start->name);
+      line.remove_prefix(std::min(line.size(), kSourceRangePrefix.size()));
+      auto it = sources.try_emplace(std::string(line)).first;
+      it->second.acc.with_kernels = false;
+      source_of[i] = {&it->first, &it->second};
+      ++it->second.acc.calls;
+      it->second.acc.cpu_ns += r.end_ns - r.begin_ns;
+    }
+    // torch.compile: the outermost op range of each entry into a compiled region gives the
+    // region's calls, CPU time and the module that called it.
+    std::vector<ViewAcc*> region_acc(ix.regions.size());
+    for (size_t g = 0; g < ix.regions.size(); ++g) region_acc[g] = &compiled[ix.regions[g]];
+    for (size_t i = 0; i < ix.region_of.size(); ++i) {
+      const int reg = ix.region_of[i];
+      const RangeInterval& r = ix.ranges[i];
+      if (reg < 0 || (r.parent >= 0 && ix.region_of[static_cast<size_t>(r.parent)] == reg))
+        continue;
+      ViewAcc& acc = *region_acc[static_cast<size_t>(reg)];
+      ++acc.acc.calls;
+      acc.acc.cpu_ns += r.end_ns - r.begin_ns;
+      if (!acc.kind.empty() || reg == ProcessIndex::kCompiling) continue;
+      const int fwd = ix.ForwardOf(static_cast<int>(i));
+      const RangeInterval& at = fwd >= 0 ? ix.ranges[static_cast<size_t>(fwd)] : r;
+      if (const int m = ix.modules.InnermostAt(at.tid, at.begin_ns); m >= 0)
+        acc.kind =
+            SplitModuleName(p.strings.Get(ix.modules.ranges[static_cast<size_t>(m)].start->name))
+                .first;
+    }
+    ViewAcc* eager = ix.regions.empty() ? nullptr : &compiled[std::string(kEagerRegion)];
     if (!ix.pytorch_added.empty()) S.pytorch_added = ix.pytorch_added;
     if (auto py = p.meta.find("pytorch"); py != p.meta.end()) S.pytorch_mode = py->second;
-    std::vector<ModuleAcc*> chain;
+    std::vector<ViewAcc*> chain;
 
     GroupAcc*& no_op = fd.no_op;
     GroupAcc*& no_path = fd.no_path;
@@ -492,14 +552,31 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
       // nn.Module: the module open at the launch and every module around it (each once).
       chain.clear();
       for (int m = t.ModuleOf(i); m >= 0; m = ix.modules.ranges[static_cast<size_t>(m)].parent) {
-        ModuleAcc* acc = module_of[static_cast<size_t>(m)];
+        ViewAcc* acc = module_of[static_cast<size_t>(m)];
         if (std::find(chain.begin(), chain.end(), acc) == chain.end()) chain.push_back(acc);
       }
       const bool backward = ix.InBackward(inner_range);
-      for (ModuleAcc* acc : chain) {
-        acc->acc.AddActivity(r, kname);
+      for (ViewAcc* acc : chain) {
+        acc->Add(r, kname);
         if (backward) acc->acc.bwd_gpu_ns += r.DurationNs();
-        acc->intervals.emplace_back(r.start_ns, std::max(r.start_ns, r.end_ns));
+      }
+      // Source line of the program (--pytorch stack), with the op it called.
+      if (const int src = t.SourceOf(i); src >= 0) {
+        auto [line, acc] = source_of[static_cast<size_t>(src)];
+        acc->Add(r, kname);
+        if (backward) acc->acc.bwd_gpu_ns += r.DurationNs();
+        if (inner_range >= 0) {
+          // The op's row names the line; the line's row names the op it called (for backward
+          // work, the forward op whose backward it is).
+          op_lines[std::string(ix.Name(inner_range))][*line] += r.DurationNs();
+          const int fwd = ix.ForwardOf(inner_range);
+          line_ops[*line][std::string(ix.Name(fwd >= 0 ? fwd : inner_range))] += r.DurationNs();
+        }
+      }
+      // Compiled code (torch.compile): its region, or eager.
+      if (eager != nullptr) {
+        const int reg = ix.RegionOf(inner_range);
+        (reg < 0 ? eager : region_acc[static_cast<size_t>(reg)])->Add(r, kname);
       }
       if (want(GroupBy::Stream)) view_stream[StreamKey(r.device, r.tid)].AddActivity(r, kname);
       if (want(GroupBy::Device)) {
@@ -676,6 +753,12 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
       case GroupBy::Module:
         rows = an.modules;
         break;
+      case GroupBy::Source:
+        rows = an.sources;
+        break;
+      case GroupBy::Compiled:
+        rows = an.compiled;
+        break;
       case GroupBy::Graph:
         for (const GraphRow& gr : an.graphs) {
           GroupRow g;
@@ -694,13 +777,18 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
     return rows;
   };
   an.graphs = detail::GraphRows(tl);
-  for (auto& [name, m] : modules) {
-    GroupRow row = m.acc.Row(name, busy);
-    row.gpu_projected_ns = UnionLength(m.intervals);
-    row.kind = m.kind;
-    an.modules.push_back(std::move(row));
-  }
+  for (auto& [name, m] : modules) an.modules.push_back(m.Row(name, busy));
   an.modules = ModuleTree(std::move(an.modules));
+  for (auto& [line, m] : sources) {
+    m.kind = Top(line_ops[line]);
+    an.sources.push_back(m.Row(line, busy));
+  }
+  SortRows(an.sources, AnalysisOptions::Sort::Gpu);
+  for (auto& [name, m] : compiled) an.compiled.push_back(m.Row(name, busy));
+  SortRows(an.compiled, AnalysisOptions::Sort::Gpu);
+  if (!op_lines.empty())
+    for (GroupRow& op : an.ops)
+      if (auto it = op_lines.find(op.key); it != op_lines.end()) op.source = Top(it->second);
   an.rows = view_rows(opts.by);
   if (opts.all_views) {
     for (GroupBy by : {GroupBy::RangePath, GroupBy::Stream, GroupBy::Device}) {

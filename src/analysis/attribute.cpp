@@ -96,6 +96,69 @@ void LinkBackward(ProcessIndex& ix) {
   }
 }
 
+/// A range torch.compile opens while it compiles: Dynamo's and Inductor's timed phases (each
+/// also opened as "NAME (dynamo_timed)") under their outermost names.
+bool IsCompilePhase(std::string_view name) {
+  constexpr std::string_view kTimed = " (dynamo_timed)";
+  return (name.size() >= kTimed.size() && name.substr(name.size() - kTimed.size()) == kTimed) ||
+         name == "entire_frame_compile" || name == "entire_backward_compile" ||
+         name == "inductor_compile" || name == "backend_compile";
+}
+
+/// torch.compile: which compiled code each op range runs in (docs/pytorch.md, "Compiled
+/// code"). Needs LinkBackward's links: a backward graph belongs to the frame of its forward.
+void LinkCompiled(ProcessIndex& ix) {
+  constexpr std::string_view kGraph = "## Call CompiledFxGraph ";
+  constexpr std::string_view kFrame = "Torch-Compiled Region: ";
+  const size_t n = ix.ranges.size();
+  bool any = false;
+  for (size_t i = 0; i < n && !any; ++i) {
+    const std::string_view name = ix.Name(i);
+    any = StartsWith(name, kGraph) || IsCompilePhase(name);
+  }
+  if (!any) return;
+  ix.region_of.assign(n, -1);
+  ix.regions = {std::string(kCompilingRegion)};
+  std::vector<int> frame(n, -1), graph(n, -1);  // nearest enclosing range of each kind
+  for (size_t i = 0; i < n; ++i) {              // parents come first
+    const std::string_view name = ix.Name(i);
+    const int parent = ix.ranges[i].parent;
+    const auto up = static_cast<size_t>(parent);
+    if (parent >= 0) {
+      frame[i] = frame[up];
+      graph[i] = graph[up];
+      if (ix.region_of[up] == ProcessIndex::kCompiling) ix.region_of[i] = ProcessIndex::kCompiling;
+    }
+    if (StartsWith(name, kFrame)) frame[i] = static_cast<int>(i);
+    if (StartsWith(name, kGraph)) graph[i] = static_cast<int>(i);
+    if (IsCompilePhase(name)) ix.region_of[i] = ProcessIndex::kCompiling;
+  }
+  // Then the regions: a backward graph's forward may be on a thread sorted after its own.
+  std::unordered_map<std::string, int> by_name;
+  for (size_t i = 0; i < n; ++i) {
+    if (ix.region_of[i] == ProcessIndex::kCompiling || graph[i] < 0) continue;
+    // The frame: the forward's own, or for a backward graph the one of the forward op that
+    // made its autograd node.
+    const bool backward = ix.InBackward(static_cast<int>(i));
+    int f = frame[i];
+    if (backward) {
+      const int fwd = ix.ForwardOf(static_cast<int>(i));
+      f = fwd >= 0 ? frame[static_cast<size_t>(fwd)] : -1;
+    }
+    std::string label = "compiled ";
+    if (f >= 0) {
+      label += ix.Name(static_cast<size_t>(f)).substr(kFrame.size());
+    } else {  // a compiled graph called outside a Dynamo frame: its cache key
+      std::string_view key = ix.Name(static_cast<size_t>(graph[i])).substr(kGraph.size());
+      label += "graph " + std::string(key.substr(0, std::min<size_t>(key.find(' '), 8)));
+    }
+    label += backward ? " backward" : " forward";
+    auto [it, fresh] = by_name.try_emplace(label, static_cast<int>(ix.regions.size()));
+    if (fresh) ix.regions.push_back(label);
+    ix.region_of[i] = it->second;
+  }
+}
+
 }  // namespace
 
 void RangeForest::Nest() {
@@ -177,6 +240,7 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
   ix.modules.Nest();
   ix.sources.Nest();
   LinkBackward(ix);
+  LinkCompiled(ix);
   return ix;
 }
 

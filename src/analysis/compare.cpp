@@ -146,7 +146,9 @@ ItemDiff CompareItem(Section section, const std::string& name, const std::vector
                                Values(now, map, name, calls), mode, opts);
   // Op calls are range occurrences: a change says the workload differs, not that it is slower.
   // Kernel calls are launches: more of them is a regression.
-  if (section == Section::Op && c.verdict != Verdict::Same) c.verdict = Verdict::Changed;
+  // Module calls likewise.
+  if ((section == Section::Op || section == Section::Module) && c.verdict != Verdict::Same)
+    c.verdict = Verdict::Changed;
   MetricDiff t = CompareValues(time_metric, MetricKind::Time, Values(base, map, name, time),
                                Values(now, map, name, time), mode, opts);
   item.impact_ns = std::fabs(t.abs_change);
@@ -202,6 +204,8 @@ const char* SectionName(Section s) {
       return "op";
     case Section::Kernel:
       return "kernel";
+    case Section::Module:
+      return "module";
   }
   return "?";
 }
@@ -216,7 +220,7 @@ bool DiffResult::Regressed() const { return Count(Verdict::Regression) > 0; }
 
 size_t DiffResult::Count(Verdict v) const {
   size_t n = 0;
-  for (const auto* items : {&run, &ops, &kernels})
+  for (const auto* items : {&run, &ops, &kernels, &modules})
     for (const auto& i : *items) n += i.verdict == v ? 1 : 0;
   return n;
 }
@@ -258,11 +262,12 @@ DiffResult Diff(const std::vector<RunDigest>& base, const std::vector<RunDigest>
     r.run.push_back(std::move(item));
   }
 
-  std::set<std::string> op_names, kernel_names;
+  std::set<std::string> op_names, kernel_names, module_names;
   for (const auto* side : {&base, &now}) {
     for (const auto& d : *side) {
       for (const auto& [name, op] : d.ops) op_names.insert(name);
       for (const auto& [name, k] : d.kernels) kernel_names.insert(name);
+      for (const auto& [name, m] : d.modules) module_names.insert(name);
     }
   }
   for (const auto& name : op_names)
@@ -274,8 +279,14 @@ DiffResult Diff(const std::vector<RunDigest>& base, const std::vector<RunDigest>
         Section::Kernel, name, base, now, &RunDigest::kernels,
         [](const DigestKernel& k) { return k.calls; }, "total_ns",
         [](const DigestKernel& k) { return k.total_ns; }, r.mode, opts));
+  for (const auto& name : module_names)
+    r.modules.push_back(CompareItem(
+        Section::Module, name, base, now, &RunDigest::modules,
+        [](const DigestOp& m) { return m.calls; }, "gpu_ns",
+        [](const DigestOp& m) { return m.gpu_ns; }, r.mode, opts));
   SortByImpact(r.ops);
   SortByImpact(r.kernels);
+  SortByImpact(r.modules);
 
   const auto hb = MajorityHints(base), hn = MajorityHints(now);
   const auto all_b = TallyHints(base), all_n = TallyHints(now);

@@ -89,6 +89,11 @@ RunDigest MakeDigest(const Analysis& analysis, const std::vector<Hint>& hints, s
     dk.calls += k.stat.count;
     dk.total_ns += k.stat.total_ns;
   }
+  for (const auto& row : analysis.modules) {
+    auto& m = d.modules[row.key];
+    m.calls += row.calls;
+    m.gpu_ns += row.gpu_ns;
+  }
   for (const auto& h : hints) d.hints.push_back({h.id, h.severity, h.summary});
   return d;
 }

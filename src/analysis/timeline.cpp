@@ -99,6 +99,7 @@ void Activities(const ProcessTrace& p, ProcessTimeline& t) {
   }
   t.act_range.resize(t.acts.size(), -1);
   if (!t.index.modules.ranges.empty()) t.act_module.assign(t.acts.size(), -1);
+  if (!t.index.sources.ranges.empty()) t.act_source.assign(t.acts.size(), -1);
   t.first_run.resize(t.acts.size());
   std::vector<bool> seen(p.strings.size());
   for (size_t i = 0; i < t.acts.size(); ++i) {
@@ -114,16 +115,20 @@ void Activities(const ProcessTrace& p, ProcessTimeline& t) {
       at = t.Api(*a);
       if (at != nullptr) t.act_range[i] = t.index.InnermostAt(at->tid, at->start_ns);
     }
-    if (!t.act_module.empty()) {
-      // nn.Module: the one open at the launch; for a backward node's work, the one open when
-      // the forward op that made the node began.
+    // nn.Module and source line: the one open at the launch; for a backward node's work, the
+    // one open when the forward op that made the node began. Work run while torch.compile
+    // compiles (autotuning) belongs to no module.
+    const auto open_at_launch = [&](const RangeForest& forest) {
       if (const int fwd = t.index.ForwardOf(t.act_range[i]); fwd >= 0) {
         const RangeInterval& f = t.index.ranges[static_cast<size_t>(fwd)];
-        t.act_module[i] = t.index.modules.InnermostAt(f.tid, f.begin_ns);
-      } else if (at != nullptr && !t.index.InBackward(t.act_range[i])) {
-        t.act_module[i] = t.index.modules.InnermostAt(at->tid, at->start_ns);
+        return forest.InnermostAt(f.tid, f.begin_ns);
       }
-    }
+      if (at == nullptr || t.index.InBackward(t.act_range[i])) return -1;
+      return forest.InnermostAt(at->tid, at->start_ns);
+    };
+    if (!t.act_module.empty() && t.index.RegionOf(t.act_range[i]) != ProcessIndex::kCompiling)
+      t.act_module[i] = open_at_launch(t.index.modules);
+    if (!t.act_source.empty()) t.act_source[i] = open_at_launch(t.index.sources);
     if (a->Kind() == RecordKind::Kernel && a->name < seen.size() && !seen[a->name]) {
       seen[a->name] = true;
       t.first_run[i] = true;

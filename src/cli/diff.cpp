@@ -118,6 +118,16 @@ RunDigest DigestFromDoc(const json& doc, const std::string& source) {
       k.calls += GetU64(kernels[i], "calls", where);
       k.total_ns += GetU64(kernels[i], "total_ns", where);
     }
+    // "modules" (PyTorch runs) is optional: summaries of other runs have none.
+    if (auto m = doc.find("modules"); m != doc.end()) {
+      if (!m->is_array()) throw InputError("\"modules\" is not an array");
+      for (size_t i = 0; i < m->size(); ++i) {
+        const std::string where = fmt::format("modules[{}]", i);
+        auto& dm = d.modules[GetString((*m)[i], "key", where)];
+        dm.calls += GetU64((*m)[i], "calls", where);
+        dm.gpu_ns += GetU64((*m)[i], "gpu_ns", where);
+      }
+    }
     if (auto h = doc.find("hints"); h != doc.end() && h->is_array()) {
       for (size_t i = 0; i < h->size(); ++i) {
         const std::string where = fmt::format("hints[{}]", i);
@@ -244,6 +254,7 @@ std::string DiffJson(const DiffResult& r) {
   j["run"] = ItemsJson(r.run);
   j["ops"] = ItemsJson(r.ops);
   j["kernels"] = ItemsJson(r.kernels);
+  if (!r.modules.empty()) j["modules"] = ItemsJson(r.modules);
   ordered_json hints = ordered_json::array();
   for (const auto& h : r.hints)
     hints.push_back({{"id", h.id},
@@ -258,10 +269,17 @@ std::string DiffJson(const DiffResult& r) {
 }
 
 /// Rows shown in table/Markdown: the first `top` by impact plus every flagged one.
+/// Past the first `top`, items whose calls alone changed and that ran no GPU work on either
+/// side (host-only ranges: torch.compile's phases, for one) are left to the JSON output.
 std::vector<const ItemDiff*> Shown(const std::vector<ItemDiff>& items, size_t top) {
   std::vector<const ItemDiff*> out;
-  for (size_t i = 0; i < items.size(); ++i)
-    if (top == 0 || i < top || items[i].verdict != Verdict::Same) out.push_back(&items[i]);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const ItemDiff& it = items[i];
+    const MetricDiff* t = it.metrics.size() > 1 ? &it.metrics.back() : nullptr;
+    const bool host_only = t != nullptr && t->base_median == 0 && t->new_median == 0 &&
+                           it.verdict != Verdict::Regression;
+    if (top == 0 || i < top || (it.verdict != Verdict::Same && !host_only)) out.push_back(&it);
+  }
   return out;
 }
 
@@ -339,6 +357,7 @@ std::string DiffTable(const DiffResult& r, size_t top) {
   };
   section("Ops", "op", r.ops);
   section("Kernels", "kernel", r.kernels);
+  if (!r.modules.empty()) section("Modules", "module", r.modules);
   if (!r.hints.empty()) {
     out += "\nHints\n";
     for (const auto& h : r.hints)
@@ -381,6 +400,7 @@ std::string DiffMarkdown(const DiffResult& r, size_t top) {
   };
   section("Ops", "op", r.ops);
   section("Kernels", "kernel", r.kernels);
+  if (!r.modules.empty()) section("Modules", "module", r.modules);
   if (!r.hints.empty()) {
     out += "\n#### Hints\n\n";
     for (const auto& h : r.hints)
@@ -418,6 +438,7 @@ std::string DiffJunit(const DiffResult& r) {
   for (const auto& i : r.run) add("run", i);
   for (const auto& i : r.ops) add("op", i);
   for (const auto& i : r.kernels) add("kernel", i);
+  for (const auto& i : r.modules) add("module", i);
   return cli::JunitDocument("kprof diff", tests, failures, 0, cases);
 }
 

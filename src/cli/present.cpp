@@ -30,7 +30,9 @@ std::string RunTitle(const Run& run) {
 }  // namespace
 
 void AddViewOptions(CLI::App& app, ViewOptions& v, bool with_output) {
-  app.add_option("--by", v.by, "Group GPU time by kernel|op|range-path|stream|device|graph|module")
+  app.add_option(
+         "--by", v.by,
+         "Group GPU time by kernel|op|range-path|stream|device|graph|module|source|compiled")
       ->capture_default_str();
   app.add_option("--format", v.format, "Output format: table|csv|json|md")->capture_default_str();
   app.add_option("--top", v.top, "Rows shown per table (0 = all)")->capture_default_str();
@@ -61,7 +63,8 @@ void Present(const Run& run, const ViewOptions& v, const std::string& saved_to, 
   AnalysisOptions ao;
   auto by = ParseGroupBy(v.by);
   if (!by)
-    throw InputError("--by " + v.by + ": expected kernel|op|range-path|stream|device|graph|module");
+    throw InputError("--by " + v.by +
+                     ": expected kernel|op|range-path|stream|device|graph|module|source|compiled");
   ao.by = *by;
   auto fmt = ParseFormat(v.format);
   if (!fmt) throw InputError("--format " + v.format + ": expected table|csv|json|md");

@@ -270,7 +270,7 @@ int CmdRun(const std::vector<std::string>& args) {
       (v.sort != "gpu" && v.sort != "calls" && v.sort != "cpu" && v.sort != "name")) {
     cli::Error("run",
                "--format must be table|csv|json|md, --by "
-               "kernel|op|range-path|stream|device|graph|module and "
+               "kernel|op|range-path|stream|device|graph|module|source|compiled and "
                "--sort gpu|calls|cpu|name");
     return kExitUsage;
   }

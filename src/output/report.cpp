@@ -31,6 +31,19 @@ std::string Fit(const std::string& raw, size_t width) {
   return s;
 }
 
+/// Like Fit, but keeps the end of the name: "…/examples/train_mlp.py:47".
+std::string FitTail(const std::string& raw, size_t width) {
+  const std::string s = DisplayText(raw);
+  const size_t cols = Columns(s);
+  if (width < 2 || cols <= width) return s;
+  size_t skip = cols - (width - 1), cps = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) continue;
+    if (cps++ == skip) return "…" + s.substr(i);
+  }
+  return s;
+}
+
 size_t Columns(const std::string& s) {
   size_t n = 0;
   for (unsigned char c : s)
@@ -78,19 +91,24 @@ ordered_json GroupJsonBase(const GroupRow& g, const ordered_json& kr) {
           {"kernel_rows", kr}};
 }
 
-ordered_json GroupJson(const GroupRow& g) {
+/// A row of view `by`. PyTorch rows have more fields (docs/json-schema.md).
+ordered_json GroupJson(const GroupRow& g, GroupBy by) {
   ordered_json kr = ordered_json::array();
   for (const auto& k : g.kernel_rows) kr.push_back(KernelJson(k));
-  if (!g.kind.empty() || g.bwd_gpu_ns != 0) {  // PyTorch rows only (docs/json-schema.md)
-    ordered_json j = GroupJsonBase(g, kr);
-    j["bwd_gpu_ns"] = g.bwd_gpu_ns;
-    if (!g.kind.empty()) {
-      j["class"] = g.kind;
-      j["depth"] = g.depth;
-    }
-    return j;
+  ordered_json j = GroupJsonBase(g, kr);
+  const bool pytorch_view =
+      by == GroupBy::Module || by == GroupBy::Source || by == GroupBy::Compiled;
+  if (g.bwd_gpu_ns != 0 || pytorch_view) j["bwd_gpu_ns"] = g.bwd_gpu_ns;
+  if (!g.source.empty()) j["source"] = g.source;
+  if (by == GroupBy::Module) {
+    j["class"] = g.kind;
+    j["depth"] = g.depth;
+  } else if (by == GroupBy::Source) {
+    j["op"] = g.kind;
+  } else if (by == GroupBy::Compiled) {
+    j["module"] = g.kind;
   }
-  return GroupJsonBase(g, kr);
+  return j;
 }
 
 ordered_json SummaryJson(const RunSummary& s) {
@@ -210,27 +228,32 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
   if (a.by != GroupBy::Kernel) {
     // PyTorch runs with autograd traced to the forward ops, and the module view: a column of
     // backward GPU time (docs/pytorch.md).
-    const bool bwd = a.by == GroupBy::Module || (a.by == GroupBy::Op && s.backward_linked_ns);
+    const bool bwd = a.by == GroupBy::Module || a.by == GroupBy::Source ||
+                     (a.by == GroupBy::Op && s.backward_linked_ns);
+    // Op view with source lines (--pytorch stack): where in the program each op was called.
+    const bool from = a.by == GroupBy::Op && !a.sources.empty();
     out << fmt::format("GPU time by {}\n", what);
     out << fmt::format(
-        "  {:<50} {:>8} {:>11} {:>11} {:>7} {:>8} {:>11}{}\n", what, "Calls", "GPU time",
+        "  {:<50} {:>8} {:>11} {:>11} {:>7} {:>8} {:>11}{}{}\n", what, "Calls", "GPU time",
         "Projected", "Share", "Kernels", "CPU time",
         bwd ? fmt::format(" {:>11}", a.by == GroupBy::Op ? "Its backward" : "Backward")
-            : std::string());
+            : std::string(),
+        from ? "  Called from" : "");
     size_t n = 0;
     for (const auto& g : a.rows) {
       if (o.top && n++ >= o.top) break;
-      const std::string key =
-          g.kind.empty()
-              ? g.key
-              : std::string(2 * std::min<uint32_t>(g.depth, 8), ' ') + g.key + " (" + g.kind + ")";
+      // Source lines keep their end (the file name and line) when cut.
+      std::string key = a.by == GroupBy::Source ? FitTail(g.key, g.kind.empty() ? 50 : 30) : g.key;
+      if (!g.kind.empty())
+        key = std::string(2 * std::min<uint32_t>(g.depth, 8), ' ') + key + " (" + g.kind + ")";
       out << "  " << Pad(Fit(key, 50), 50)
-          << fmt::format(" {:>8} {:>11} {:>11} {:>7} {:>8} {:>11}{}\n", g.calls,
+          << fmt::format(" {:>8} {:>11} {:>11} {:>7} {:>8} {:>11}{}{}\n", g.calls,
                          FormatDuration(g.gpu_ns), FormatDuration(g.gpu_projected_ns), Pct(g.share),
                          g.kernels, g.cpu_ns ? FormatDuration(g.cpu_ns) : "-",
                          bwd ? fmt::format(" {:>11}", g.bwd_gpu_ns ? FormatDuration(g.bwd_gpu_ns)
                                                                    : std::string("-"))
-                             : std::string());
+                             : std::string(),
+                         from && !g.source.empty() ? "  " + FitTail(g.source, 40) : "");
       size_t m = 0;
       for (const auto& k : g.kernel_rows) {
         if (m++ >= 3) {
@@ -521,8 +544,8 @@ std::string ReportJson(const Run& run, const Analysis& a, const std::vector<Hint
   ordered_json rows = ordered_json::array(), ops = ordered_json::array(),
                kernels = ordered_json::array(), ranges = ordered_json::array(),
                procs = ordered_json::array(), hs = ordered_json::array();
-  for (const auto& g : a.rows) rows.push_back(GroupJson(g));
-  for (const auto& g : a.ops) ops.push_back(GroupJson(g));
+  for (const auto& g : a.rows) rows.push_back(GroupJson(g, a.by));
+  for (const auto& g : a.ops) ops.push_back(GroupJson(g, GroupBy::Op));
   for (const auto& k : a.kernels) kernels.push_back(KernelJson(k));
   for (const auto& r : a.ranges)
     ranges.push_back({{"name", r.name},
@@ -571,8 +594,18 @@ std::string ReportJson(const Run& run, const Analysis& a, const std::vector<Hint
   }
   if (!a.modules.empty()) {
     ordered_json modules = ordered_json::array();
-    for (const GroupRow& g : a.modules) modules.push_back(GroupJson(g));
+    for (const GroupRow& g : a.modules) modules.push_back(GroupJson(g, GroupBy::Module));
     j["modules"] = modules;
+  }
+  if (!a.sources.empty()) {
+    ordered_json sources = ordered_json::array();
+    for (const GroupRow& g : a.sources) sources.push_back(GroupJson(g, GroupBy::Source));
+    j["sources"] = sources;
+  }
+  if (!a.compiled.empty()) {
+    ordered_json compiled = ordered_json::array();
+    for (const GroupRow& g : a.compiled) compiled.push_back(GroupJson(g, GroupBy::Compiled));
+    j["compiled"] = compiled;
   }
   // Names come from the profiled program: invalid UTF-8 is replaced, never fatal.
   return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);

@@ -145,7 +145,8 @@ def _install_modules(torch):
 
     def root_name(module):
         # The name the program gave the model: a variable of the first calling frame outside
-        # torch and this file that holds it; else its class name.
+        # torch and this file that holds it; else its class name. For torch.compile's wrapper,
+        # the original model's name first, so that eager and compiled runs name modules alike.
         try:
             f = sys._getframe(3)
         except ValueError:
@@ -153,10 +154,11 @@ def _install_modules(torch):
         while f is not None:
             fn = f.f_code.co_filename
             if not fn.startswith(torch_dir) and not fn.startswith(_HERE):
-                for scope in (f.f_locals, f.f_globals):
-                    for k, v in list(scope.items()):
-                        if v is module and not k.startswith("_"):
-                            return k
+                for target in (getattr(module, "_orig_mod", None), module):
+                    for scope in (f.f_locals, f.f_globals):
+                        for k, v in list(scope.items()):
+                            if target is not None and v is target and not k.startswith("_"):
+                                return k
                 break
             f = f.f_back
         return type(module).__name__
@@ -174,6 +176,8 @@ def _install_modules(torch):
             n = names.get(module, root)
         return n
 
+    labels = weakref.WeakKeyDictionary()  # module -> its range name, made once
+
     def pre(module, args):
         if compiling():  # as in post
             return None
@@ -181,10 +185,13 @@ def _install_modules(torch):
             stack = getattr(local, "pushed", None)
             if stack is None:
                 stack = local.pushed = []
-            if not _State.announced:
-                _announce()
-            cls = type(getattr(module, "_orig_mod", module)).__name__
-            push("kprof.module:%s|%s" % (name_of(module), cls))
+                if not _State.announced:
+                    _announce()
+            label = labels.get(module)
+            if label is None:
+                cls = type(getattr(module, "_orig_mod", module)).__name__
+                label = labels[module] = "kprof.module:%s|%s" % (name_of(module), cls)
+            push(label)
             stack.append(module)
         except Exception:
             pass
@@ -204,6 +211,12 @@ def _install_modules(torch):
             pass
         return None
 
+    # torch.compile warns when global module hooks exist: these hooks return at once inside
+    # compiled code, and the program's output stays as it was without kprof.
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when there "
+                            r"are global hooks on modules")
     nnm.register_module_forward_pre_hook(pre)
     try:
         nnm.register_module_forward_hook(post, always_call=True)

@@ -327,6 +327,67 @@ TEST(Gpu, PyTorchOpsAndModulesWithoutCodeChanges) {
   EXPECT_NE(plain.out.find("False"), std::string::npos);
 }
 
+// Issue 11, torch.compile (default mode) under plain `kprof run`: the Triton kernels go to the
+// compiled region and to the module that called it, the work run while compiling to neither,
+// and PyTorch's warning about global module hooks stays out of the program's output. Then
+// --pytorch stack: each op with the program's line that called it.
+TEST(Gpu, PyTorchCompiledRegionsAndSourceLines) {
+  REQUIRE_GPU();
+  if (!HaveTorch()) GTEST_SKIP() << "PyTorch with CUDA not available";
+  std::string dir = FreshDir("pytorch_compile");
+  Result r = Kprof(dir, {Python(), Src("examples/train_mlp.py"), "--steps", "3", "--warmup", "1",
+                         "--compile", "--width", "256"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("global hooks"), std::string::npos) << r.out;
+  kprof::Run run = ReadInputs({dir});
+  const Timeline tl = BuildTimeline(run);
+  AnalysisOptions o;
+  o.by = GroupBy::Compiled;
+  Analysis a = Analyze(tl, o);
+  std::map<std::string, const GroupRow*> rows;
+  for (const GroupRow& g : a.rows) rows[g.key] = &g;
+  ASSERT_TRUE(rows.count("compiled 0/0 forward") && rows.count("compiled 0/0 backward") &&
+              rows.count(std::string(kCompilingRegion)) && rows.count(std::string(kEagerRegion)));
+  uint64_t in_regions = 0;
+  for (const char* k : {"compiled 0/0 forward", "compiled 0/0 backward"}) {
+    EXPECT_EQ(rows[k]->calls, 4u) << k;  // warm-up and steps
+    EXPECT_EQ(rows[k]->kind, "model") << k;
+    in_regions += rows[k]->gpu_ns;
+    bool triton = false;
+    for (const KernelRow& kr : rows[k]->kernel_rows) triton |= kr.name.rfind("triton_", 0) == 0;
+    EXPECT_TRUE(triton) << k;
+  }
+  for (const KernelRow& kr : rows[std::string(kEagerRegion)]->kernel_rows)
+    EXPECT_NE(kr.name.rfind("triton_", 0), 0u) << kr.name << " ran outside compiled code";
+  ASSERT_EQ(a.modules.size(), 1u);  // the children run inside compiled code
+  EXPECT_EQ(a.modules[0].key, "model");
+  EXPECT_EQ(a.modules[0].gpu_ns, in_regions);
+
+  std::string stack = FreshDir("pytorch_stack");
+  r = KprofWith(stack, {"--pytorch", "stack"},
+                {Python(), Src("examples/train_mlp.py"), "--steps", "2"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  // The line of the model's call in train_mlp.py.
+  std::ifstream script(Src("examples/train_mlp.py"));
+  std::string text;
+  int line = 0, call_line = 0;
+  while (std::getline(script, text) && call_line == 0) {
+    ++line;
+    if (text.find("cross_entropy(net(x), y)") != std::string::npos) call_line = line;
+  }
+  o.by = GroupBy::Op;
+  Analysis ops = Analyze(BuildTimeline(ReadInputs({stack})), o);
+  const std::string where = "train_mlp.py:" + std::to_string(call_line);
+  bool addmm = false;
+  for (const GroupRow& g : ops.ops)
+    if (g.key == "aten::addmm") addmm = g.source.ends_with(where);
+  EXPECT_TRUE(addmm) << where;
+  bool model_line = false;  // its forward and, through autograd, its backward
+  for (const GroupRow& g : ops.sources)
+    if (g.key.ends_with(where)) model_line = g.gpu_ns > g.bwd_gpu_ns && g.bwd_gpu_ns > 0;
+  EXPECT_TRUE(model_line) << where;
+}
+
 // A child forked without exec (a fork-started worker) exits normally: it must not hang in the
 // agent's exit path nor close the parent's file; the parent keeps recording.
 TEST(Gpu, ForkedChildLeavesTheParentsRecordingAlone) {

@@ -133,14 +133,16 @@ class Layer(unittest.TestCase):
     def test_compiled_module_named_as_original_and_silent_inside(self):
         code = textwrap.dedent("""
             import json, torch
-            net = torch.nn.Sequential(torch.nn.Linear(), torch.nn.GELU())
-            compiled = torch.nn.OptimizedModule(net)
+            compiled = torch.nn.OptimizedModule(
+                torch.nn.Sequential(torch.nn.Linear(), torch.nn.GELU()))
+            net = compiled._orig_mod
             compiled(1)
             print("RESULT " + json.dumps(torch.log))
         """)
         log = result(run(code))
-        # Only the wrapper's range: hooks met while compiling add nothing.
-        self.assertEqual(pushes(log, "kprof.module:"), ["kprof.module:compiled|Sequential"])
+        # Only the wrapper's range, named as the program's variable for the original model (as
+        # an eager run names it): hooks met while compiling add nothing.
+        self.assertEqual(pushes(log, "kprof.module:"), ["kprof.module:net|Sequential"])
 
     def test_stack_mode_enters_a_function_mode(self):
         code = ("import json, torch\nfrom torch.overrides import TorchFunctionMode as T\n"

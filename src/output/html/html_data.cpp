@@ -191,10 +191,24 @@ std::string HtmlReportData(const Timeline& timeline, const std::vector<Hint>& hi
   html::GroupTable(j, "stream", "Streams", "stream", an.streams, false, opts.max_rows);
   html::GroupTable(j, "device", "Devices", "device", an.devices, false, opts.max_rows);
   html::RangeTable(j, an.ranges, opts.max_rows);
-  // The module view does not exist in kprof yet: the page names it and shows nothing.
-  j.Obj().S("id", "module").S("title", "Modules");
-  j.S("unavailable", "kprof does not record modules yet: this view is reserved for them.");
-  j.EndObj();
+  // PyTorch (docs/pytorch.md): the module tree, with each module's class; the page names the
+  // view even for runs without modules. Source lines and compiled regions where recorded.
+  if (an.modules.empty()) {
+    j.Obj().S("id", "module").S("title", "Modules");
+    j.S("unavailable",
+        "Modules were not recorded in this run: kprof run records them for PyTorch programs "
+        "(--pytorch auto).");
+    j.EndObj();
+  } else {
+    std::vector<GroupRow> rows = an.modules;
+    for (GroupRow& r : rows)
+      r.key = std::string(2 * std::min<uint32_t>(r.depth, 8), ' ') + r.key + " (" + r.kind + ")";
+    html::GroupTable(j, "module", "Modules", "module", rows, true, opts.max_rows);
+  }
+  if (!an.sources.empty())
+    html::GroupTable(j, "source", "Source lines", "source line", an.sources, true, opts.max_rows);
+  if (!an.compiled.empty())
+    html::GroupTable(j, "compiled", "Compiled code", "region", an.compiled, true, opts.max_rows);
   j.EndArr();
   html::WriteTimeline(j, timeline, an, opts);
   j.EndObj();

@@ -111,6 +111,7 @@ std::string HtmlDiffData(const DiffResult& r, const std::vector<std::string>& ba
   RunTable(j, r);
   ItemTable(j, "ops", "Ops", "op", r.ops, opts.max_rows);
   ItemTable(j, "kernels", "Kernels", "kernel", r.kernels, opts.max_rows);
+  if (!r.modules.empty()) ItemTable(j, "modules", "Modules", "module", r.modules, opts.max_rows);
   j.EndArr().Key("hints").Arr();
   for (const auto& h : r.hints) {
     j.Obj().S("id", h.id).S("severity", SeverityName(h.severity)).S("summary", h.summary);

@@ -84,7 +84,16 @@ TEST_P(HtmlRecordings, DataHoldsEveryItemOfTheRun) {
   EXPECT_EQ(Table(doc, "nvtx")["rows"].size(), l->an.ranges.size());
   EXPECT_EQ(Table(doc, "stream")["rows"].size(), l->an.summary.streams.size());
   EXPECT_EQ(Table(doc, "device")["rows"].size(), l->an.summary.devices.size());
-  EXPECT_TRUE(Table(doc, "module").contains("unavailable"));
+  // PyTorch runs: the module tree (and source lines, --pytorch stack); others name the view.
+  if (l->an.modules.empty()) {
+    EXPECT_TRUE(Table(doc, "module").contains("unavailable"));
+  } else {
+    ASSERT_EQ(Table(doc, "module")["rows"].size(), l->an.modules.size());
+    for (size_t i = 0; i < l->an.modules.size(); ++i)
+      EXPECT_EQ(Table(doc, "module")["rows"][i][2], l->an.modules[i].gpu_ns);
+  }
+  if (!l->an.sources.empty())
+    EXPECT_EQ(Table(doc, "source")["rows"].size(), l->an.sources.size());
   uint64_t calls = 0;
   for (const auto& r : Table(doc, "kernel")["rows"]) calls += r[1].get<uint64_t>();
   EXPECT_EQ(calls, l->an.summary.kernels);
@@ -116,7 +125,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HtmlRecordings,
                          ::testing::Values("examples/default-run", "tests/fixtures/gpu/torch_nvtx",
                                            "tests/fixtures/gpu/train_step",
                                            "tests/fixtures/gpu/memcpy_kinds",
-                                           "tests/fixtures/gpu/nvtx_threads"));
+                                           "tests/fixtures/gpu/nvtx_threads",
+                                           "tests/fixtures/gpu/pytorch_stack"));
 
 TEST(HtmlPage, HoldsTheDataAndOnlyThePagesOwnScripts) {
   auto l = Load(Src("examples/default-run"));
