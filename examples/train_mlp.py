@@ -12,6 +12,8 @@ Options, for comparisons (docs/benchmarks.md, "PyTorch"):
     --profiler    wrap the loop in torch.profiler.profile (CPU and CUDA activities)
     --compile     train torch.compile(model) (default mode)
     --steps N     steps (default 100); --warmup W steps run before the timed loop (default 0)
+    --width W     width of the hidden layers (default 2048; small widths leave the time to the
+                  element-wise kernels that torch.compile fuses)
 It prints the loss, and the loop's wall time as "loop_s=".
 """
 import argparse
@@ -26,14 +28,16 @@ ap.add_argument("--profiler", action="store_true")
 ap.add_argument("--compile", action="store_true")
 ap.add_argument("--steps", type=int, default=100)
 ap.add_argument("--warmup", type=int, default=0)
+ap.add_argument("--width", type=int, default=2048)
 opt_args = ap.parse_args()
 
 torch.manual_seed(0)
 dev = "cuda"
+W = opt_args.width
 model = torch.nn.Sequential(
-    torch.nn.Linear(1024, 2048), torch.nn.GELU(), torch.nn.LayerNorm(2048),
-    torch.nn.Linear(2048, 2048), torch.nn.GELU(), torch.nn.LayerNorm(2048),
-    torch.nn.Linear(2048, 10),
+    torch.nn.Linear(1024, W), torch.nn.GELU(), torch.nn.LayerNorm(W),
+    torch.nn.Linear(W, W), torch.nn.GELU(), torch.nn.LayerNorm(W),
+    torch.nn.Linear(W, 10),
 ).to(dev)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 net = torch.compile(model) if opt_args.compile else model

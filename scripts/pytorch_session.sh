@@ -4,9 +4,15 @@
 # mode, emit_nvtx inside a --pytorch auto run), a non-PyTorch Python program and a C++ program
 # with and without the layer, and the loop time of train_mlp.py under each way of naming ops,
 # interleaved rounds (docs/benchmarks.md, "PyTorch").
-#   scripts/pytorch_session.sh OUT [BUILD] [ROUNDS]     (PHASE=rec or PHASE=overhead: one part)
+#   scripts/pytorch_session.sh OUT [BUILD] [ROUNDS]
+# PHASE=rec or PHASE=overhead runs one part; PHASE=fixtures only the fixture-sized recordings
+# (eager and torch.compile at width 256, stack mode; 5 steps after 2 warm-up) and the
+# eager-vs-compiled diff.
+# The overhead part times STEPS steps (default 100) of each of VARIANTS (default: all).
 set -u
 PHASE=${PHASE:-all}
+STEPS=${STEPS:-100}
+VARIANTS=${VARIANTS:-plain kprof_off kprof_auto kprof_ops kprof_emit torch_profiler kprof_stack}
 OUT=${1:?usage: pytorch_session.sh OUT [BUILD] [ROUNDS]}
 BUILD=${2:-build}
 ROUNDS=${3:-5}
@@ -17,13 +23,26 @@ exec > >(tee "$OUT/session-$PHASE.log") 2>&1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__)"
 
-if [ "$PHASE" != overhead ]; then
 rec() {  # rec NAME [kprof options] -- program...
   local name=$1; shift
   echo "== $name: $*"
   timeout 300 "$K" run --quiet -o "$OUT/runs/$name" "$@" > "$OUT/runs/$name.log" 2>&1
   echo "rc=$?"; tail -n 3 "$OUT/runs/$name.log"
 }
+if [ "$PHASE" = fixtures ]; then
+  # Warm-up steps first, so that torch.compile compiles before the recorded steps too. Hidden
+  # width 256: the element-wise kernels torch.compile fuses then weigh against the GEMMs.
+  rec mlp_eager5 -- python3 $MLP --steps 5 --warmup 2 --width 256
+  rec mlp_compile5 -- python3 $MLP --steps 5 --warmup 2 --width 256 --compile
+  rec mlp_stack5 --pytorch stack -- python3 $MLP --steps 5 --warmup 2
+  for r in mlp_eager5 mlp_compile5 mlp_stack5; do
+    for by in op module compiled source; do
+      echo "-- $r --by $by"; "$K" report "$OUT/runs/$r" --by $by --top 20 2>&1 | head -n 70
+    done
+  done
+  "$K" diff "$OUT/runs/mlp_eager5" "$OUT/runs/mlp_compile5" --top 15 2>&1 | head -n 90
+fi
+if [ "$PHASE" = rec ] || [ "$PHASE" = all ]; then
 # Fixture-sized recordings (10 steps) and full ones (100 steps, the acceptance comparison).
 rec mlp_auto10 -- python3 $MLP --steps 10
 rec mlp_emit10 --pytorch off -- python3 $MLP --steps 10 --emit-nvtx
@@ -53,18 +72,20 @@ echo "cpp kprof rc=$?"
 cmp "$OUT/cpp_plain.txt" "$OUT/cpp_kprof.txt" && echo "cpp output identical"
 
 fi
-if [ "$PHASE" != rec ]; then
-echo "== overhead: loop time of train_mlp.py (5 warm-up steps, 100 timed), $ROUNDS rounds"
+if [ "$PHASE" = overhead ] || [ "$PHASE" = all ]; then
+echo "== overhead: loop time of train_mlp.py (5 warm-up steps, $STEPS timed), $ROUNDS rounds"
 : > "$OUT/overhead.txt"
 for round in $(seq 1 "$ROUNDS"); do
-  for v in plain kprof_off kprof_auto kprof_emit torch_profiler kprof_stack; do
+  for v in $VARIANTS; do
+    M=(python3 $MLP --warmup 5 --steps "$STEPS")
     case $v in
-      plain) cmd=(python3 $MLP --warmup 5) ;;
-      torch_profiler) cmd=(python3 $MLP --warmup 5 --profiler) ;;
-      kprof_off) cmd=("$K" run --quiet --pytorch off -o /tmp/ov --force -- python3 $MLP --warmup 5) ;;
-      kprof_auto) cmd=("$K" run --quiet -o /tmp/ov --force -- python3 $MLP --warmup 5) ;;
-      kprof_emit) cmd=("$K" run --quiet --pytorch off -o /tmp/ov --force -- python3 $MLP --warmup 5 --emit-nvtx) ;;
-      kprof_stack) cmd=("$K" run --quiet --pytorch stack -o /tmp/ov --force -- python3 $MLP --warmup 5) ;;
+      plain) cmd=("${M[@]}") ;;
+      torch_profiler) cmd=("${M[@]}" --profiler) ;;
+      kprof_off) cmd=("$K" run --quiet --pytorch off -o /tmp/ov --force -- "${M[@]}") ;;
+      kprof_auto) cmd=("$K" run --quiet -o /tmp/ov --force -- "${M[@]}") ;;
+      kprof_ops) cmd=("$K" run --quiet --pytorch ops -o /tmp/ov --force -- "${M[@]}") ;;
+      kprof_emit) cmd=("$K" run --quiet --pytorch off -o /tmp/ov --force -- "${M[@]}" --emit-nvtx) ;;
+      kprof_stack) cmd=("$K" run --quiet --pytorch stack -o /tmp/ov --force -- "${M[@]}") ;;
     esac
     s=$(timeout 300 "${cmd[@]}" 2>/dev/null | sed -n 's/.*loop_s=\([0-9.]*\).*/\1/p')
     echo "$round $v $s" | tee -a "$OUT/overhead.txt"
