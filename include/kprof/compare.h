@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,6 +86,9 @@ struct RunDigest {
   std::map<std::string, DigestKernel> kernels;  ///< all kernels, by (demangled) name
   /// nn.Modules (kprof run --pytorch): calls and inclusive GPU time, by qualified name.
   std::map<std::string, DigestOp> modules;
+  /// Modules that called torch.compile's code: the modules inside them run compiled, without
+  /// ranges of their own.
+  std::set<std::string> compiled_callers;
   std::vector<DigestHint> hints;
 };
 
@@ -180,6 +184,9 @@ struct ItemDiff {
   std::vector<MetricDiff> metrics;  ///< run: the metric; op/kernel: calls, then time
   Verdict verdict = Verdict::Same;  ///< the most severe verdict of its metrics
   double impact_ns = 0;             ///< |change of the median time|, for sorting
+  /// Why the item is where it is, when its metrics do not say: a module missing on one side
+  /// because it ran inside torch.compile's code there. "" otherwise.
+  std::string note;
 
   const MetricDiff* Find(std::string_view metric) const;
 };

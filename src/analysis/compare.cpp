@@ -284,6 +284,21 @@ DiffResult Diff(const std::vector<RunDigest>& base, const std::vector<RunDigest>
         Section::Module, name, base, now, &RunDigest::modules,
         [](const DigestOp& m) { return m.calls; }, "gpu_ns",
         [](const DigestOp& m) { return m.gpu_ns; }, r.mode, opts));
+  // A module present on one side only, inside a module that called compiled code on the other:
+  // torch.compile inlined it there.
+  const auto inside_compiled = [](const std::vector<RunDigest>& side, const std::string& name) {
+    for (const auto& d : side)
+      for (const auto& c : d.compiled_callers)
+        if (name.size() > c.size() && name.compare(0, c.size(), c) == 0 && name[c.size()] == '.')
+          return true;
+    return false;
+  };
+  for (ItemDiff& m : r.modules) {
+    if (m.verdict == Verdict::Removed && inside_compiled(now, m.name))
+      m.note = "inside compiled code in the new runs (torch.compile: no module ranges there)";
+    if (m.verdict == Verdict::Added && inside_compiled(base, m.name))
+      m.note = "inside compiled code in the base runs (torch.compile: no module ranges there)";
+  }
   SortByImpact(r.ops);
   SortByImpact(r.kernels);
   SortByImpact(r.modules);

@@ -94,6 +94,8 @@ RunDigest MakeDigest(const Analysis& analysis, const std::vector<Hint>& hints, s
     m.calls += row.calls;
     m.gpu_ns += row.gpu_ns;
   }
+  for (const auto& row : analysis.compiled)
+    if (!row.kind.empty()) d.compiled_callers.insert(row.kind);
   for (const auto& h : hints) d.hints.push_back({h.id, h.severity, h.summary});
   return d;
 }

@@ -128,6 +128,11 @@ RunDigest DigestFromDoc(const json& doc, const std::string& source) {
         dm.gpu_ns += GetU64((*m)[i], "gpu_ns", where);
       }
     }
+    if (auto c = doc.find("compiled"); c != doc.end() && c->is_array())
+      for (const json& row : *c)
+        if (auto m = row.find("module"); m != row.end() && m->is_string())
+          if (std::string name = m->get<std::string>(); !name.empty())
+            d.compiled_callers.insert(std::move(name));
     if (auto h = doc.find("hints"); h != doc.end() && h->is_array()) {
       for (size_t i = 0; i < h->size(); ++i) {
         const std::string where = fmt::format("hints[{}]", i);
@@ -228,6 +233,7 @@ ordered_json ItemsJson(const std::vector<ItemDiff>& items) {
                    {"verdict", VerdictName(i.verdict)},
                    {"impact_ns", Num(i.impact_ns)},
                    {"metrics", metrics}});
+    if (!i.note.empty()) arr.back()["note"] = i.note;
   }
   return arr;
 }
@@ -323,6 +329,7 @@ const MetricDiff& TimeMetric(const ItemDiff& i) { return i.metrics.back(); }
 
 /// The reason shown for an item: its flagged metric's reason (calls first when both).
 std::string ItemReason(const ItemDiff& i) {
+  if (!i.note.empty()) return i.note;
   std::vector<std::string> parts;
   for (const auto& m : i.metrics)
     if (!m.reason.empty())
