@@ -12,8 +12,12 @@ Options, for comparisons (docs/benchmarks.md, "PyTorch"):
     --profiler    wrap the loop in torch.profiler.profile (CPU and CUDA activities)
     --compile     train torch.compile(model) (default mode)
     --steps N     steps (default 100); --warmup W steps run before the timed loop (default 0)
-    --width W     width of the hidden layers (default 2048; small widths leave the time to the
-                  element-wise kernels that torch.compile fuses)
+    --width W     width of the hidden layers (default 2048)
+    --batch B     rows per batch (default 512)
+    --act A       activation: gelu (torch.nn.GELU, default) or quickgelu (x * sigmoid(1.702 x),
+                  a module of this script: three element-wise kernels eager, one compiled)
+Small widths, large batches and quickgelu leave the time to the element-wise kernels that
+torch.compile fuses (docs/pytorch.md, "Eager against compiled").
 It prints the loss, and the loop's wall time as "loop_s=".
 """
 import argparse
@@ -29,19 +33,30 @@ ap.add_argument("--compile", action="store_true")
 ap.add_argument("--steps", type=int, default=100)
 ap.add_argument("--warmup", type=int, default=0)
 ap.add_argument("--width", type=int, default=2048)
+ap.add_argument("--batch", type=int, default=512)
+ap.add_argument("--act", choices=("gelu", "quickgelu"), default="gelu")
 opt_args = ap.parse_args()
 
 torch.manual_seed(0)
 dev = "cuda"
+
+
+class QuickGELU(torch.nn.Module):
+    def forward(self, x):
+        return x * torch.sigmoid(1.702 * x)
+
+
 W = opt_args.width
+Act = QuickGELU if opt_args.act == "quickgelu" else torch.nn.GELU
 model = torch.nn.Sequential(
-    torch.nn.Linear(1024, W), torch.nn.GELU(), torch.nn.LayerNorm(W),
-    torch.nn.Linear(W, W), torch.nn.GELU(), torch.nn.LayerNorm(W),
+    torch.nn.Linear(1024, W), Act(), torch.nn.LayerNorm(W),
+    torch.nn.Linear(W, W), Act(), torch.nn.LayerNorm(W),
     torch.nn.Linear(W, 10),
 ).to(dev)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 net = torch.compile(model) if opt_args.compile else model
-batches = [(torch.randn(512, 1024), torch.randint(0, 10, (512,))) for _ in range(4)]
+B = opt_args.batch
+batches = [(torch.randn(B, 1024), torch.randint(0, 10, (B,))) for _ in range(4)]
 STEPS = opt_args.steps
 losses = []
 

@@ -47,9 +47,9 @@ mkdir -p "$OUT/out"
   # Source lines (--pytorch stack), torch.compile's regions, and eager against compiled.
   P=tests/fixtures/gpu
   printf 'pytorch_stack.source.table\treport %s/pytorch_stack --by source --top 0\n' $P
-  printf 'pytorch_compile_w256.compiled.table\treport %s/pytorch_compile_w256 --by compiled\n' $P
-  printf 'pytorch_compile_w256.compiled.json\treport %s/pytorch_compile_w256 --by compiled --format json\n' $P
-  printf 'diff_eager_compiled.table\tdiff %s/pytorch_eager_w256 %s/pytorch_compile_w256 --top 10\n' $P $P
+  printf 'pytorch_compile_q.compiled.table\treport %s/pytorch_compile_q --by compiled\n' $P
+  printf 'pytorch_compile_q.compiled.json\treport %s/pytorch_compile_q --by compiled --format json\n' $P
+  printf 'diff_eager_compiled.table\tdiff %s/pytorch_eager_q %s/pytorch_compile_q --top 10\n' $P $P
   D=tests/fixtures/gpu/diff
   printf 'diff_same.json\tdiff --base %s/base --new %s/same --format json\n' $D $D
   printf 'diff_slow10.json\tdiff --base %s/base --new %s/slow10 --format json\n' $D $D

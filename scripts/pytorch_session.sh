@@ -6,8 +6,9 @@
 # interleaved rounds (docs/benchmarks.md, "PyTorch").
 #   scripts/pytorch_session.sh OUT [BUILD] [ROUNDS]
 # PHASE=rec or PHASE=overhead runs one part; PHASE=fixtures only the fixture-sized recordings
-# (eager and torch.compile at width 256, stack mode; 5 steps after 2 warm-up) and the
-# eager-vs-compiled diff.
+# (5 steps after 2 warm-up: eager and torch.compile at width 256, the same at batch 8192 with
+# QuickGELU (the fixtures pytorch_eager_q and pytorch_compile_q), stack mode) and the
+# eager-vs-compiled diffs.
 # The overhead part times STEPS steps (default 100) of each of VARIANTS (default: all).
 set -u
 PHASE=${PHASE:-all}
@@ -34,6 +35,10 @@ if [ "$PHASE" = fixtures ]; then
   # width 256: the element-wise kernels torch.compile fuses then weigh against the GEMMs.
   rec mlp_eager5 -- python3 $MLP --steps 5 --warmup 2 --width 256
   rec mlp_compile5 -- python3 $MLP --steps 5 --warmup 2 --width 256 --compile
+  # Element-wise bound: the same at batch 8192 with the script's QuickGELU module.
+  Q=(--steps 5 --warmup 2 --width 256 --batch 8192 --act quickgelu)
+  rec mlp_eager_q -- python3 $MLP "${Q[@]}"
+  rec mlp_compile_q -- python3 $MLP "${Q[@]}" --compile
   rec mlp_stack5 --pytorch stack -- python3 $MLP --steps 5 --warmup 2
   for r in mlp_eager5 mlp_compile5 mlp_stack5; do
     for by in op module compiled source; do
@@ -41,6 +46,12 @@ if [ "$PHASE" = fixtures ]; then
     done
   done
   "$K" diff "$OUT/runs/mlp_eager5" "$OUT/runs/mlp_compile5" --top 15 2>&1 | head -n 90
+  "$K" diff "$OUT/runs/mlp_eager_q" "$OUT/runs/mlp_compile_q" --top 15 2>&1 | head -n 90
+  for r in mlp_eager_q mlp_compile_q; do
+    for by in module compiled; do
+      echo "-- $r --by $by"; "$K" report "$OUT/runs/$r" --by $by --top 20 2>&1 | head -n 40
+    done
+  done
 fi
 if [ "$PHASE" = rec ] || [ "$PHASE" = all ]; then
 # Fixture-sized recordings (10 steps) and full ones (100 steps, the acceptance comparison).
