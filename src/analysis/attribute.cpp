@@ -96,13 +96,19 @@ void LinkBackward(ProcessIndex& ix) {
   }
 }
 
-/// A range torch.compile opens while it compiles: Dynamo's and Inductor's timed phases (each
-/// also opened as "NAME (dynamo_timed)") under their outermost names.
+/// A range torch.compile opens around compiling: Dynamo's and Inductor's compile entry points
+/// (each also opened as "NAME (dynamo_timed)"), and Inductor's autotuning of a kernel's
+/// configurations at its first launch. Not every "(dynamo_timed)" range is compilation:
+/// "CUDAGraphNode.record", for one, records a CUDA graph of compiled code.
 bool IsCompilePhase(std::string_view name) {
   constexpr std::string_view kTimed = " (dynamo_timed)";
-  return (name.size() >= kTimed.size() && name.substr(name.size() - kTimed.size()) == kTimed) ||
-         name == "entire_frame_compile" || name == "entire_backward_compile" ||
-         name == "inductor_compile" || name == "backend_compile";
+  if (name.size() > kTimed.size() && name.substr(name.size() - kTimed.size()) == kTimed)
+    name.remove_suffix(kTimed.size());
+  for (std::string_view phase : {"entire_frame_compile", "entire_backward_compile",
+                                 "_compile.compile_inner", "backend_compile", "inductor_compile",
+                                 "compile_fx_inner", "CachingAutotuner.benchmark_all_configs"})
+    if (name == phase) return true;
+  return false;
 }
 
 /// torch.compile: which compiled code each op range runs in (docs/pytorch.md, "Compiled

@@ -209,6 +209,26 @@ TEST(PyTorchRecordings, CompiledViewGivesTritonKernelsToTheirRegion) {
   EXPECT_TRUE(Analyze(BuildTimeline(Load("pytorch_eager_q")), o).rows.empty());
 }
 
+TEST(PyTorchRecordings, CudaGraphsOfCompiledCodeBelongToTheirRegion) {
+  // torch.compile(mode="reduce-overhead") of tests/gpu/scripts/torch_graph.py (--graph-trace
+  // node, 50 replays after warm-up): Inductor records CUDA graphs inside its compiled graph's
+  // call ("CUDAGraphNode.record (dynamo_timed)", which is not compilation); every node that
+  // replays goes to the compiled region, through the range it was captured in.
+  kprof::Run run = Load("pytorch_compile_cudagraphs");
+  AnalysisOptions o;
+  o.by = GroupBy::Compiled;
+  Analysis a = Analyze(BuildTimeline(run), o);
+  auto rows = ByKey(a.rows);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(a.summary.graph_node_activities, 2496u);
+  const GroupRow& fwd = *rows.at("compiled 0/0 forward");
+  EXPECT_EQ(fwd.calls, 53u);
+  EXPECT_EQ(fwd.kind, "model");
+  EXPECT_EQ(fwd.kernels, 2600u);  // the 2,496 graph nodes and the warm-up before recording
+  EXPECT_EQ(rows.at(std::string(kCompilingRegion))->kernels, 0u);
+  EXPECT_EQ(rows.at(std::string(kEagerRegion))->kernels, 97u);  // set-up (.cuda(), randn)
+}
+
 TEST(PyTorchRecordings, DiffOfEagerAndCompiledMatchesModules) {
   // Kernel names differ completely between the two runs; the model's modules still match.
   std::vector<RunDigest> digests;
