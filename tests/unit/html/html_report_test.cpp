@@ -92,8 +92,9 @@ TEST_P(HtmlRecordings, DataHoldsEveryItemOfTheRun) {
     for (size_t i = 0; i < l->an.modules.size(); ++i)
       EXPECT_EQ(Table(doc, "module")["rows"][i][2], l->an.modules[i].gpu_ns);
   }
-  if (!l->an.sources.empty())
+  if (!l->an.sources.empty()) {
     EXPECT_EQ(Table(doc, "source")["rows"].size(), l->an.sources.size());
+  }
   uint64_t calls = 0;
   for (const auto& r : Table(doc, "kernel")["rows"]) calls += r[1].get<uint64_t>();
   EXPECT_EQ(calls, l->an.summary.kernels);

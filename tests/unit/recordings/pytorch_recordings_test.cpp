@@ -265,8 +265,11 @@ TEST(PyTorchRecordings, DiffOfEagerAndCompiledMatchesModules) {
   EXPECT_EQ(model.note, "");
   // The other way round, the children are added, for the same reason.
   DiffResult back = Diff({digests[1]}, {digests[0]});
-  for (const ItemDiff& i : back.modules)
-    if (i.name != "model") EXPECT_NE(i.note.find("in the base runs"), std::string::npos) << i.name;
+  for (const ItemDiff& i : back.modules) {
+    if (i.name != "model") {
+      EXPECT_NE(i.note.find("in the base runs"), std::string::npos) << i.name;
+    }
+  }
 }
 
 TEST(PyTorchRecordings, JsonSummaryKeepsWhatDiffNeedsOfModules) {
