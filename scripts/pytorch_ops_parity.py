@@ -2,7 +2,8 @@
 """Issue 11 acceptance, read side: per-op GPU time inside "train_step" of plain `kprof run`
 (auto_N.json) against the script's own emit_nvtx() (emit_N.json), from the range-path JSON
 reports scripts/pytorch_ops_parity.sh writes (gzipped or not). Prints, per op, the median over
-the runs of each side and their ratio, then the ops further apart than 1%.
+the runs of each side and their ratio, then the ops further apart than 1% with the spread (min to
+max) of each side's own runs: a difference inside that spread is run-to-run noise, not naming.
     scripts/pytorch_ops_parity.py DIR"""
 import glob
 import gzip
@@ -58,3 +59,9 @@ total_e = statistics.median(sum(g for _, g in r.values()) for r in emit)
 print("all ops: auto %.1f us, emit_nvtx %.1f us, ratio %.4f" % (total_a / 1e3, total_e / 1e3,
                                                                  total_a / total_e))
 print("further apart than 1%%: %s" % (", ".join(apart) if apart else "none"))
+for op in apart:
+    for name, runs in (("auto", auto), ("emit_nvtx", emit)):
+        g = sorted(r.get(op, (0, 0))[1] for r in runs)
+        print("  %s %s: runs %s us; spread %.1f%% of the median" %
+              (op, name, " ".join("%.1f" % (x / 1e3) for x in g),
+               100.0 * (g[-1] - g[0]) / statistics.median(g) if statistics.median(g) else 0.0))
