@@ -22,6 +22,24 @@
 
 #define CHECK_LAUNCH() CHECK(cudaGetLastError())
 
+// Takes `flag` out of argv wherever it stands (so that the positional arguments keep their
+// places) and says whether it was there. The planted workloads take --fixed: their fixed twin, the
+// same work with the planted problem removed the way the hint's fix says (docs/hints.md,
+// "Estimates against fixes").
+inline bool TakeFlag(int& argc, char** argv, const char* flag) {
+  bool found = false;
+  int out = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], flag) == 0) {
+      found = true;
+    } else {
+      argv[out++] = argv[i];
+    }
+  }
+  argc = out;
+  return found;
+}
+
 inline long ArgOr(int argc, char** argv, int i, long fallback) {
   return argc > i ? std::strtol(argv[i], nullptr, 10) : fallback;
 }

@@ -8,7 +8,8 @@
 // one by one in the range "eager" after the replays (an eager part for launch-bound).
 // Exact: LAUNCHES graph launches; NODES * LAUNCHES graph kernels (graph_node), each captured
 // inside "layerK" with K = min(i / (NODES/10), 9) for node i; EAGER eager kernels (eager_step).
-// Prints the medians: graph_replay: ... host_launch_us=H gpu_launch_us=G.
+// Prints the medians: graph_replay: ... host_launch_us=H gpu_launch_us=G, and the replay loop's
+// time, recaptures included (wall_s=): steady is recapture's fixed twin (docs/hints.md).
 #include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
@@ -82,6 +83,7 @@ int main(int argc, char** argv) {
   host_us.reserve(static_cast<size_t>(launches));
   gpu_us.reserve(static_cast<size_t>(launches));
   nvtxRangePushA("replay");
+  const double replay_t0 = NowSeconds();  // the replay loop, recaptures included: wall_s
   for (int i = 0; i < launches; ++i) {
     if (mode == "recapture" && i > 0) {
       CHECK(cudaGraphExecDestroy(exec));
@@ -98,6 +100,7 @@ int main(int argc, char** argv) {
     host_us.push_back((t1 - t0) * 1e6);
     gpu_us.push_back(static_cast<double>(ms) * 1e3);
   }
+  const double replay_s = NowSeconds() - replay_t0;
   nvtxRangePop();
   nvtxRangePushA("eager");
   for (int i = 0; i < eager; ++i) {
@@ -113,8 +116,8 @@ int main(int argc, char** argv) {
   CHECK(cudaFree(d));
   std::printf(
       "graph_replay: nodes=%d launches=%d mode=%s eager=%d graph_kernels=%lld host_launch_us=%.2f "
-      "gpu_launch_us=%.2f\n",
+      "gpu_launch_us=%.2f wall_s=%.6f\n",
       nodes, launches, mode.c_str(), eager, static_cast<long long>(nodes) * launches,
-      Median(host_us), Median(gpu_us));
+      Median(host_us), Median(gpu_us), replay_s);
   return 0;
 }

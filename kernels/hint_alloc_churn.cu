@@ -1,7 +1,9 @@
-// hint_alloc_churn [ITERS] [MIB]: planted bottleneck for `alloc-churn`.
+// hint_alloc_churn [ITERS] [MIB] [--fixed]: planted bottleneck for `alloc-churn`.
 // Each iteration allocates a MIB MiB scratch buffer and an output buffer with cudaMalloc, runs a
 // kernel over them and releases both with cudaFree (which also synchronizes the device): the
 // allocator's work is paid in every step instead of once. Expected top hint: alloc-churn.
+// --fixed: the hint's fix. Both buffers are allocated once (inside the timed part) and reused;
+// they are freed after it. One iteration before the timed part in both modes.
 #include "common.h"
 
 __global__ void fill_scratch(float* scratch, size_t n, float* out) {
@@ -15,11 +17,11 @@ __global__ void fill_scratch(float* scratch, size_t n, float* out) {
 }
 
 int main(int argc, char** argv) {
+  const bool fixed = TakeFlag(argc, argv, "--fixed");
   const long iters = ArgOr(argc, argv, 1, 1500);
   const size_t bytes = size_t(ArgOr(argc, argv, 2, 32)) << 20;
   const int blocks = 512;
-  const double t0 = NowSeconds();
-  for (long i = 0; i < iters; ++i) {
+  const auto churn = [&] {
     float* scratch;
     float* out;
     CHECK(cudaMalloc(&scratch, bytes));
@@ -28,8 +30,30 @@ int main(int argc, char** argv) {
     CHECK_LAUNCH();
     CHECK(cudaFree(scratch));
     CHECK(cudaFree(out));
+  };
+  churn();
+  CHECK(cudaDeviceSynchronize());
+  float* scratch = nullptr;
+  float* out = nullptr;
+  const double t0 = NowSeconds();
+  if (fixed) {
+    CHECK(cudaMalloc(&scratch, bytes));
+    CHECK(cudaMalloc(&out, blocks * sizeof(float)));
+  }
+  for (long i = 0; i < iters; ++i) {
+    if (fixed) {
+      fill_scratch<<<blocks, 256>>>(scratch, bytes / sizeof(float), out);
+      CHECK_LAUNCH();
+    } else {
+      churn();
+    }
   }
   CHECK(cudaDeviceSynchronize());
-  std::printf("hint_alloc_churn: iters=%ld wall_s=%.3f\n", iters, NowSeconds() - t0);
+  std::printf("hint_alloc_churn: iters=%ld fixed=%d wall_s=%.6f\n", iters, fixed ? 1 : 0,
+              NowSeconds() - t0);
+  if (fixed) {
+    CHECK(cudaFree(scratch));
+    CHECK(cudaFree(out));
+  }
   return 0;
 }
