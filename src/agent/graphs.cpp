@@ -4,6 +4,8 @@
 // records. The reader puts each node inside the NVTX ranges open on that thread at that moment:
 // that is what attributes a replayed kernel to the op that captured it (docs/analysis.md,
 // "CUDA graphs"). Nothing here blocks: one short lock per node, taken only while graphs are built.
+// Each record's end_ns is when the agent was done with it: its own cost, kept apart from the
+// program's.
 #include <cuda.h>
 #include <cupti.h>
 #include <pthread.h>
@@ -91,18 +93,30 @@ Record Instant(RecordKind kind, uint8_t flags) {
   return r;
 }
 
+// Pushes a record made by Instant() at the start of a callback, with end_ns = when it is
+// stored: the agent's own time in the callback (format 1.2), which the analysis does not price
+// as the program's (graph-recapture).
 void Push(Record r, std::string name = {}) {
   Agent& a = A();
   std::lock_guard<std::mutex> lock(a.side_mu);
   a.side.push_back({r, std::move(name)});
+  uint64_t ts = 0;
+  if (r.start_ns != 0 && cuptiGetTimestamp(&ts) == CUPTI_SUCCESS && ts > r.start_ns)
+    a.side.back().rec.end_ns = ts;
 }
 
 }  // namespace
 
 bool EnableGraphCallbacks(CUpti_SubscriberHandle subscriber) {
   bool ok = true;
-  for (CUpti_CallbackId id : kGraphCallbacks)
+  for (CUpti_CallbackId id : kGraphCallbacks) {
+    // Which node of the template each node of an executable graph was cloned from matters only
+    // where its work is recorded per node (node mode). With graph-level tracing the executable
+    // graph's ranges are its template's (its ExecCreated event names the template), and the
+    // clone callbacks, one per node at every instantiation, would cost the program for nothing.
+    if (id == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED && A().graph_level) continue;
     ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, id));
+  }
   return ok;
 }
 

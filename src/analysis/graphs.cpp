@@ -86,6 +86,21 @@ void BuildGraphIndex(const ProcessTrace& p, const ProcessIndex& index, GraphInde
   }
   std::stable_sort(g.events.begin(), g.events.end(),
                    [](const Record* x, const Record* y) { return x->start_ns < y->start_ns; });
+  // Nodes made inside an instantiate call are the executable graph's own: where they came from is
+  // what their clone records say (node mode), or their template (graph mode records no clones,
+  // and GraphInfo::source names the template). They are not nodes the program made.
+  const auto made_by_instantiate = [&](const Record* r) {
+    if (r->flags != static_cast<uint8_t>(GraphNodeOrigin::Created)) return false;
+    auto it = instantiating.find(r->tid);
+    if (it == instantiating.end()) return false;
+    for (const auto& [s, e] : it->second)
+      if (s <= r->start_ns && r->start_ns <= e) return true;
+    return false;
+  };
+  node_records.erase(std::remove_if(node_records.begin(), node_records.end(), made_by_instantiate),
+                     node_records.end());
+  for (auto it = by_id.begin(); it != by_id.end();)
+    it = made_by_instantiate(it->second) ? by_id.erase(it) : std::next(it);
   if (node_records.empty()) return;
   // Each node back to the node it was cloned from, and from there to where it was made (a
   // bounded walk: ids come from a file, and a cycle must not hang the reader).
