@@ -11,11 +11,12 @@
 //   - every Kernel/Memcpy/Memset record of the process is in `acts` exactly once;
 //   - `busy` is sorted, disjoint and covers exactly the union of the activities' intervals;
 //   - gaps[i] lies between busy[i] and busy[i+1]: there is one gap fewer than busy intervals;
-//   - a gap's claims never exceed its length: wait_ns + rest_ns <= Len().
+//   - a gap's claims never exceed its length: explained_ns() + rest_ns <= Len().
 // Pure C++ over kprof::Run; knows nothing of CUPTI. Times are integer nanoseconds. A Timeline
 // holds pointers into the Run it was built from: the Run must outlive it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -32,6 +33,13 @@ namespace kprof {
 /// A GPU idle gap at least this long is not launch latency (a launch costs a few us): the host
 /// was doing something else. docs/hints.md, "Thresholds".
 inline constexpr uint64_t kLongGapNs = 1'000'000;
+/// Host time between a wait's release and the next launch at least this long is the program's
+/// own work after the wait, not the latency of launching again (a launch costs a few us, one
+/// from Python 5-20 us): docs/hints.md, "Thresholds".
+inline constexpr uint64_t kHostWorkAfterWaitNs = 50'000;
+/// One-time set-up inside an op (GapKind::Setup): the op has at least this many calls, at most a
+/// quarter of them hold such a gap, and the call holding it had this many before it.
+inline constexpr uint64_t kSetupMinCalls = 4;
 
 /// [start, end) in ns (the same type as the analysis library's interval helpers use).
 using NsInterval = std::pair<uint64_t, uint64_t>;
@@ -146,23 +154,47 @@ enum class GapKind : uint8_t {
   Long,    ///< kLongGapNs or longer: the host was busy elsewhere (gpu-idle-gaps prices rest_ns)
   Short,   ///< shorter, before a kernel: launch latency (launch-bound prices rest_ns)
   Other,   ///< shorter, before a copy or memset: not priced
+  /// Long (or warm-up) and inside one call of a nested op, past its first calls, that few of its
+  /// calls pay: one-time set-up for a new shape or configuration, a library building a plan,
+  /// compiling or autotuning (shape-setup prices rest_ns; docs/hints.md#shape-setup).
+  Setup,
 };
 
 /// An idle interval between busy intervals of one process. There is one per kernel in a
-/// launch-bound run, so it stays small (40 bytes).
+/// launch-bound run, so it stays small (56 bytes).
+///
+/// What explains it: a host wait released in it (wait_ns: without the wait, the host's next
+/// steps start that much earlier), the program's own host work after that wait (host_ns: the
+/// stretch from the release to the next launch), host time in alloc/free calls (alloc-churn's),
+/// and the rest (rest_ns), priced by the rule of its kind. A wait and the work after it are two
+/// fixes for the same idle time: each is priced alone, and where they overlap (the first
+/// wait_ns of the gap and the host work from host_at on) the joint figure counts it once. The
+/// rest never overlaps either.
 struct Gap {
   uint64_t start_ns = 0, end_ns = 0;
   /// Host time blocked in waits released inside the gap, at most the gap (excessive-sync's).
   uint64_t wait_ns = 0;
-  /// Long/Short: the gap less wait_ns and less the time in alloc/free calls (alloc-churn prices
-  /// those calls itself); 0 for Warmup and Other.
+  /// Host time between the last wait released in the gap and the call that launched the next
+  /// activity, when it is kHostWorkAfterWaitNs or more; outside alloc/free calls
+  /// (host-work-after-sync's). 0 for Warmup gaps.
+  uint64_t host_ns = 0;
+  uint64_t host_at = 0;  ///< where that work begins: ns into the gap (the wait's release)
+  /// Long/Short/Setup: the gap less what the wait and the work after it explain and less the
+  /// time in alloc/free calls (alloc-churn prices those calls itself); 0 for Warmup and Other.
   uint64_t rest_ns = 0;
   uint32_t next = 0;  ///< index in ProcessTimeline::acts of the first activity after the gap
   GapKind kind = GapKind::Other;
 
   uint64_t Len() const { return end_ns - start_ns; }
+  /// The part of the gap the wait and the work after it explain together: [0, wait_ns) and
+  /// [host_at, host_at + host_ns), counted once where they overlap.
+  uint64_t explained_ns() const {
+    if (host_ns == 0) return wait_ns;
+    return wait_ns >= host_at ? std::max(wait_ns, host_at + host_ns) : wait_ns + host_ns;
+  }
   uint64_t launch_ns() const { return kind == GapKind::Short ? rest_ns : 0; }
   uint64_t idle_ns() const { return kind == GapKind::Long ? rest_ns : 0; }
+  uint64_t setup_ns() const { return kind == GapKind::Setup ? rest_ns : 0; }
 };
 
 /// A point where the host waited for the GPU: a Sync record, a synchronize call without one, or

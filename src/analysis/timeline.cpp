@@ -196,23 +196,84 @@ void HostWaits(const ProcessTrace& p, ProcessTimeline& t) {
   }
 }
 
+/// One-time set-up inside an op: a Long gap, or a warm-up gap of kLongGapNs or more, that lies
+/// inside one call of a nested op range (the range open at mid-gap on the thread that launched
+/// the work ending the gap, and still open at that launch), of an op with kSetupMinCalls calls
+/// or more of which at most a quarter hold such a gap, and that had been called kSetupMinCalls
+/// times before (set-up in an op's first calls is start-up). The other calls run without it, so
+/// the gap is what those few calls set up: a plan, a compiled kernel, an autotuning result for a
+/// shape or configuration the op had not seen.
+void SetupGaps(ProcessTimeline& t) {
+  const ProcessIndex& ix = t.index;
+  struct Candidate {
+    size_t gap;
+    int range;
+  };
+  std::vector<Candidate> cands;
+  for (size_t i = 0; i < t.gaps.size(); ++i) {
+    const Gap& g = t.gaps[i];
+    if (g.kind != GapKind::Long && !(g.kind == GapKind::Warmup && g.Len() >= kLongGapNs)) continue;
+    const Record* api = t.Api(*t.acts[g.next]);
+    if (api == nullptr) continue;
+    const int r = ix.InnermostAt(api->tid, g.start_ns + g.Len() / 2);
+    if (r < 0) continue;
+    const RangeInterval& call = ix.ranges[static_cast<size_t>(r)];
+    if (call.depth == 0 || api->start_ns < call.begin_ns || api->start_ns > call.end_ns) continue;
+    cands.push_back({i, r});
+  }
+  if (cands.empty()) return;
+  // Per op: when its calls began, and the calls that hold a candidate gap.
+  struct Op {
+    std::vector<uint64_t> begins;
+    std::unordered_set<int> with_gap;
+  };
+  std::unordered_map<std::string_view, Op> ops;
+  for (const Candidate& c : cands)
+    ops[ix.Name(static_cast<size_t>(c.range))].with_gap.insert(c.range);
+  for (size_t i = 0; i < ix.ranges.size(); ++i)
+    if (auto it = ops.find(ix.Name(i)); it != ops.end())
+      it->second.begins.push_back(ix.ranges[i].begin_ns);
+  for (auto& [name, op] : ops) std::sort(op.begins.begin(), op.begins.end());
+  for (const Candidate& c : cands) {
+    const Op& op = ops[ix.Name(static_cast<size_t>(c.range))];
+    const uint64_t calls = op.begins.size();
+    if (calls < kSetupMinCalls || op.with_gap.size() * 4 > calls) continue;
+    const uint64_t begin = ix.ranges[static_cast<size_t>(c.range)].begin_ns;
+    const auto before = static_cast<uint64_t>(
+        std::lower_bound(op.begins.begin(), op.begins.end(), begin) - op.begins.begin());
+    if (before < kSetupMinCalls) continue;
+    Gap& g = t.gaps[c.gap];
+    if (g.kind == GapKind::Warmup) {
+      uint64_t rest = g.Len() - g.wait_ns;
+      g.rest_ns = rest - std::min(rest, Covered(t.alloc_calls, g.start_ns, g.end_ns));
+    }
+    g.kind = GapKind::Setup;
+  }
+}
+
 /// Classifies each gap: first the waits released in it (capped by the time blocked), then
-/// one-time warm-up, then host time in alloc/free calls, then long gaps or short ones before a
-/// kernel. Every nanosecond of a gap goes to at most one class.
+/// one-time warm-up, then the host work after the waits, then host time in alloc/free calls, then
+/// long gaps or short ones before a kernel, then one-time set-up inside ops (SetupGaps). The rest
+/// never overlaps what the waits, the work after them or the alloc/free calls explain.
 void ClassifyGaps(ProcessTimeline& t) {
+  std::vector<uint64_t> released(t.gaps.size(), 0);  // the last wait released in each gap
   for (const HostWait& w : t.waits) {
     auto it = std::upper_bound(t.gaps.begin(), t.gaps.end(), w.release_ns,
                                [](uint64_t v, const Gap& g) { return v < g.start_ns; });
     if (it == t.gaps.begin()) continue;
     --it;
-    if (w.release_ns < it->end_ns) it->wait_ns += w.blocked_ns;
+    if (w.release_ns >= it->end_ns) continue;
+    it->wait_ns += w.blocked_ns;
+    uint64_t& last = released[static_cast<size_t>(it - t.gaps.begin())];
+    last = std::max(last, w.release_ns);
   }
   // Index of the first kernel at or after each activity (one backward pass; acts.size() = none).
   std::vector<uint32_t> next_kernel(t.acts.size() + 1, static_cast<uint32_t>(t.acts.size()));
   for (size_t i = t.acts.size(); i-- > 0;)
     next_kernel[i] =
         t.acts[i]->Kind() == RecordKind::Kernel ? static_cast<uint32_t>(i) : next_kernel[i + 1];
-  for (Gap& g : t.gaps) {
+  for (size_t gi = 0; gi < t.gaps.size(); ++gi) {
+    Gap& g = t.gaps[gi];
     g.wait_ns = std::min(g.Len(), g.wait_ns);
     // Warm-up: the first kernel after the gap (a library's first call often begins with a
     // memset or copy, a training loop with an input upload) runs for the first time: module
@@ -221,7 +282,21 @@ void ClassifyGaps(ProcessTimeline& t) {
       g.kind = GapKind::Warmup;
       continue;
     }
-    uint64_t rest = g.Len() - g.wait_ns;
+    // The program's own work after the wait: from its release to the call that launched the
+    // next activity, outside alloc/free calls.
+    if (const uint64_t from = std::max(released[gi], g.start_ns); released[gi] != 0) {
+      const Record* api = t.Api(*t.acts[g.next]);
+      if (api != nullptr && api->start_ns > from) {
+        const uint64_t to = std::min(api->start_ns, g.end_ns);
+        uint64_t host = to - from;
+        host -= std::min(host, Covered(t.alloc_calls, from, to));
+        if (host >= kHostWorkAfterWaitNs) {
+          g.host_ns = host;
+          g.host_at = from - g.start_ns;
+        }
+      }
+    }
+    uint64_t rest = g.Len() - std::min(g.Len(), g.explained_ns());
     rest -= std::min(rest, Covered(t.alloc_calls, g.start_ns, g.end_ns));
     if (g.Len() >= kLongGapNs) {
       g.kind = GapKind::Long;
@@ -233,6 +308,7 @@ void ClassifyGaps(ProcessTimeline& t) {
       g.rest_ns = rest;
     }
   }
+  SetupGaps(t);
 }
 
 }  // namespace

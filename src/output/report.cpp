@@ -181,6 +181,17 @@ ordered_json SummaryJson(const RunSummary& s) {
   return j;
 }
 
+/// "If every hint were fixed: up to ..." (the joint figure, docs/hints.md).
+std::string JointLine(const JointSaving& j) {
+  std::string line = fmt::format("If every hint were fixed: up to {} ({:.1f}% of the run)",
+                                 FormatDuration(j.est_saving_ns), j.est_saving_pct);
+  if (j.sum_est_ns > j.est_saving_ns)
+    line += fmt::format("; the {} estimates add up to {}, {} of it the same time counted twice",
+                        j.hints, FormatDuration(j.sum_est_ns),
+                        FormatDuration(j.sum_est_ns - j.est_saving_ns));
+  return line;
+}
+
 ordered_json HintJson(const Hint& h) {
   return {{"id", h.id},
           {"severity", SeverityName(h.severity)},
@@ -344,6 +355,8 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
   }
   if (!hints.empty()) {
     out << "\nHints (most costly first)\n";
+    if (const JointSaving j = EstimateJoint(hints); j.hints > 1)
+      out << "  " << JointLine(j) << "\n";
     for (const auto& h : hints) {
       // Hint texts quote kernel and range names: shown as DisplayText like the tables.
       out << fmt::format("  [{}] {}: {}\n", SeverityName(h.severity), h.id, DisplayText(h.summary));
@@ -434,6 +447,7 @@ void WriteMarkdown(std::ostream& out, const Analysis& a, const std::vector<Hint>
   }
   if (!hints.empty()) {
     out << "\n### Hints\n\n";
+    if (const JointSaving j = EstimateJoint(hints); j.hints > 1) out << Md(JointLine(j)) << "\n\n";
     for (const auto& h : hints) {
       out << fmt::format("- **{}** `{}`: {}", SeverityName(h.severity), h.id, Md(h.summary));
       if (h.est_saving_ns)
@@ -574,6 +588,11 @@ std::string ReportJson(const Run& run, const Analysis& a, const std::vector<Hint
   j["ranges"] = ranges;
   j["processes"] = procs;
   j["hints"] = hs;
+  const JointSaving joint = EstimateJoint(hints);
+  j["joint_saving"] = {{"est_saving_ns", joint.est_saving_ns},
+                       {"est_saving_pct", joint.est_saving_pct},
+                       {"sum_est_saving_ns", joint.sum_est_ns},
+                       {"hints", joint.hints}};
   if (!a.graphs.empty()) {
     ordered_json graphs = ordered_json::array();
     for (const GraphRow& g : a.graphs)

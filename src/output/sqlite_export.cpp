@@ -78,6 +78,8 @@ const char* GapKindName(GapKind k) {
       return "long";
     case GapKind::Short:
       return "short";
+    case GapKind::Setup:
+      return "setup";
     case GapKind::Other:
       break;
   }
@@ -112,7 +114,8 @@ struct RecordStatements {
                              "memoryOperationType, correlationId")),
         nvtx(db,
              InsertSql("NVTX_EVENTS", "start, end, eventType, rangeId, text, globalTid, domainId")),
-        gaps(db, InsertSql("KPROF_GAPS", "globalPid, start, end, kind, wait_ns, rest_ns")) {}
+        gaps(db,
+             InsertSql("KPROF_GAPS", "globalPid, start, end, kind, wait_ns, host_ns, rest_ns")) {}
 };
 
 /// One process's rows.
@@ -147,7 +150,7 @@ class ProcessWriter {
     }
     for (const Gap& g : t_.gaps) {
       st_.gaps.Insert(gpid_, c_.Rel(g.start_ns), c_.Rel(g.end_ns), GapKindName(g.kind), g.wait_ns,
-                      g.rest_ns);
+                      g.host_ns, g.rest_ns);
       c_.Tick();
     }
   }

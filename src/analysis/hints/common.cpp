@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <iterator>
 
 #include "analysis/hints/rule.h"
 
@@ -41,10 +42,74 @@ Severity SeverityForPct(double pct) {
 }
 
 bool Price(Hint& h, const RuleContext& c) {
+  h.base_ns = c.wall;
   h.est_saving_ns = std::min(h.est_saving_ns, c.wall);
   h.est_saving_pct = PctOf(h.est_saving_ns, c.wall);
   h.severity = SeverityForPct(h.est_saving_pct);
   return h.est_saving_pct >= kEmitPct;
+}
+
+bool InCompiledCode(const ProcessTimeline& p, size_t i) {
+  const int region = p.index.RegionOf(p.act_range[i]);
+  return region >= 0 && region != ProcessIndex::kCompiling;
+}
+
+void Claim(Hint& h, uint64_t start, uint64_t end, double fraction) {
+  if (end <= start || fraction <= 0) return;
+  fraction = std::min(fraction, 1.0);
+  if (!h.claims.empty()) {
+    SavingClaim& last = h.claims.back();
+    if (last.end_ns == start && last.fraction == fraction) {
+      last.end_ns = end;
+      return;
+    }
+  }
+  h.claims.push_back({start, end, fraction});
+}
+
+uint64_t ClaimUncovered(Hint& h, const std::vector<NsInterval>& busy, uint64_t start,
+                        uint64_t end) {
+  uint64_t n = 0;
+  auto it = std::upper_bound(busy.begin(), busy.end(), NsInterval{start, UINT64_MAX});
+  if (it != busy.begin() && std::prev(it)->second > start) --it;
+  for (uint64_t at = start; at < end;) {
+    const uint64_t stop = it != busy.end() ? std::min(end, std::max(at, it->first)) : end;
+    Claim(h, at, stop);
+    n += stop - at;
+    if (it == busy.end() || it->first >= end) break;
+    at = std::max(stop, it->second);
+    ++it;
+  }
+  return n;
+}
+
+void ClaimGapPart(Hint& h, const ProcessTimeline& p, const Gap& g, uint64_t skip, uint64_t len) {
+  if (len == 0) return;
+  // The gap's time outside alloc/free calls, walked from its start.
+  const auto& calls = p.alloc_calls;
+  auto it = std::upper_bound(calls.begin(), calls.end(), NsInterval{g.start_ns, UINT64_MAX});
+  if (it != calls.begin() && std::prev(it)->second > g.start_ns) --it;
+  uint64_t at = g.start_ns;
+  while (len > 0 && at < g.end_ns) {
+    uint64_t stop = g.end_ns;  // the free stretch [at, stop)
+    if (it != calls.end() && it->first < g.end_ns) {
+      if (it->first <= at) {  // inside a call: go past it
+        at = std::max(at, it->second);
+        ++it;
+        continue;
+      }
+      stop = it->first;
+    }
+    uint64_t free = stop - at;
+    const uint64_t skipped = std::min(skip, free);
+    skip -= skipped;
+    at += skipped;
+    free -= skipped;
+    const uint64_t take = std::min(len, free);
+    Claim(h, at, at + take);
+    len -= take;
+    at = stop;
+  }
 }
 
 std::string OfWall(uint64_t ns, const RuleContext& c) {

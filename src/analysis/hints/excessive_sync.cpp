@@ -15,6 +15,7 @@ std::optional<Hint> ExcessiveSync(const RuleContext& c) {
     for (const Gap& g : p.gaps)
       if (g.wait_ns) {
         h.est_saving_ns += g.wait_ns;
+        ClaimGapPart(h, p, g, 0, g.wait_ns);
         ++gaps;
       }
     for (const HostWait& s : p.waits) {

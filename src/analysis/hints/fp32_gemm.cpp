@@ -21,6 +21,9 @@ std::optional<Hint> Fp32Gemm(const RuleContext& c) {
       const std::string& name = p.KernelName(*a);
       uint64_t d = a->DurationNs();
       h.est_saving_ns += d - d / kTensorCoreSpeedup;
+      if (d)
+        Claim(h, a->start_ns, a->end_ns,
+              static_cast<double>(d - d / kTensorCoreSpeedup) / static_cast<double>(d));
       total += d;
       ks.Add(Short(name), d);
     }

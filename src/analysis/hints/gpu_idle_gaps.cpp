@@ -32,6 +32,7 @@ std::optional<Hint> GpuIdleGaps(const RuleContext& c) {
       }
       if (!g.idle_ns()) continue;
       h.est_saving_ns += g.idle_ns();
+      ClaimGapPart(h, p, g, g.explained_ns(), g.rest_ns);
       // What the host was doing: on the thread that launched the work ending the gap, the NVTX
       // range open at mid-gap and the API call that overlaps the gap most.
       const Record* api = p.Api(*p.acts[g.next]);
@@ -86,7 +87,9 @@ std::optional<Hint> GpuIdleGaps(const RuleContext& c) {
   h.assumption =
       "The host work in these gaps could overlap GPU work (queued ahead, on another thread, or "
       "prefetched): at most the idle time is saved. Time explained by host waits or "
-      "allocation calls is priced by excessive-sync and alloc-churn instead.";
+      "allocation calls, the program's work right after a wait and one-time set-up inside an "
+      "op are priced by excessive-sync, alloc-churn, host-work-after-sync and shape-setup "
+      "instead.";
   h.fix_cuda =
       "Queue the next GPU work before the host work (the launches are asynchronous), move host "
       "preprocessing/IO to another thread with double-buffered pinned staging, or use "

@@ -9,16 +9,21 @@ namespace kprof::hints {
 
 std::optional<Hint> LaunchBound(const RuleContext& c) {
   Hint h;
-  uint64_t gaps = 0;
+  uint64_t gaps = 0, compiled_gaps = 0, compiled_ns = 0;
   std::vector<uint64_t> gap_len, kernel_ns, launch_ns;
   Tally ops;
   for (const ProcessTimeline& p : c.timeline.processes) {
     for (const Gap& g : p.gaps) {
       if (!g.launch_ns()) continue;
       h.est_saving_ns += g.launch_ns();
+      ClaimGapPart(h, p, g, g.explained_ns(), g.rest_ns);
       ++gaps;
       gap_len.push_back(g.Len());
       ops.Add(p.OpOfActivity(g.next), g.launch_ns());
+      if (InCompiledCode(p, g.next)) {
+        ++compiled_gaps;
+        compiled_ns += g.launch_ns();
+      }
     }
   }
   if (!Price(h, c)) return std::nullopt;
@@ -48,6 +53,13 @@ std::optional<Hint> LaunchBound(const RuleContext& c) {
                                    gaps, Dur(kLongGapNs), Dur(Median(gap_len)),
                                    OfWall(h.est_saving_ns, c)));
   AddTopOps(h, ops, "gaps before its kernels");
+  if (compiled_gaps)
+    h.evidence.push_back(
+        fmt::format("{} of these gaps ({}) are between kernels of torch.compile'd "
+                    "code",
+                    compiled_gaps, Dur(compiled_ns)));
+  // Advice fits where the gaps are: torch.compile is not advised for code it already compiled.
+  const bool compiled = compiled_ns * 2 > h.est_saving_ns;
   h.assumption =
       "The GPU could run these kernels back to back: at most the idle time between them (short "
       "gaps not explained by a host wait or an allocation) is saved; never more than wall time "
@@ -57,9 +69,14 @@ std::optional<Hint> LaunchBound(const RuleContext& c) {
       "cudaGraphInstantiate / cudaGraphLaunch) and replay it; fuse small kernels; launch fewer, "
       "larger kernels (more work per launch).";
   h.fix_pytorch =
-      "torch.compile(model, mode=\"reduce-overhead\") (fusion + CUDA graphs) or "
-      "torch.cuda.graphs; fewer, larger ops (batch the work, avoid Python loops over tensors); "
-      "use fused optimizers (fused=True / foreach=True).";
+      compiled
+          ? "Most of this time is between kernels of code torch.compile already compiled: "
+            "compiling again will not remove it. mode=\"reduce-overhead\" replays the compiled "
+            "code as CUDA graphs; fewer graph breaks (torch._dynamo.explain) give fewer, larger "
+            "compiled regions; larger batches give fewer launches per sample."
+          : "torch.compile(model, mode=\"reduce-overhead\") (fusion + CUDA graphs) or "
+            "torch.cuda.graphs; fewer, larger ops (batch the work, avoid Python loops over "
+            "tensors); use fused optimizers (fused=True / foreach=True).";
   return h;
 }
 

@@ -15,41 +15,49 @@ std::optional<Hint> MemoryBoundChain(const RuleContext& c) {
   Hint h;
   KernelFamilies families;
   std::vector<int> open;
-  uint64_t chains = 0, kernels = 0, chain_ns = 0;
+  uint64_t chains = 0, kernels = 0, chain_ns = 0, compiled_ns = 0;
   Tally names;
   std::string best_desc;
   uint64_t best_save = 0;
   for (const ProcessTimeline& p : c.timeline.processes) {
     // Per stream, in order. A chain is broken by another kernel, a copy or memset, an idle gap
     // of kLongGapNs or more, or a change of the outermost NVTX range at launch (a new step).
-    std::map<std::pair<uint16_t, uint32_t>, std::vector<const Record*>> streams;
-    for (const Record* a : p.acts) streams[{a->device, a->tid}].push_back(a);
+    std::map<std::pair<uint16_t, uint32_t>, std::vector<size_t>> streams;  // indices in acts
+    for (size_t i = 0; i < p.acts.size(); ++i)
+      streams[{p.acts[i]->device, p.acts[i]->tid}].push_back(i);
     for (auto& [key, acts] : streams) {
-      std::vector<const Record*> chain;
+      std::vector<size_t> chain;
       int chain_outer = -2;
       auto flush = [&] {
         if (chain.size() >= kMinChain) {
           uint64_t sum = 0, mx = 0;
-          for (const Record* k : chain) {
+          for (size_t i : chain) {
+            const Record* k = p.acts[i];
             sum += k->DurationNs();
             mx = std::max(mx, k->DurationNs());
             names.Add(Short(p.KernelName(*k), 60), k->DurationNs());
+            if (InCompiledCode(p, i)) compiled_ns += k->DurationNs();
           }
           ++chains;
           kernels += chain.size();
           chain_ns += sum;
           h.est_saving_ns += sum - mx;
+          // Fused, the chain takes its longest member's time: each kernel keeps that share.
+          for (size_t i : chain)
+            Claim(h, p.acts[i]->start_ns, p.acts[i]->end_ns,
+                  sum ? static_cast<double>(sum - mx) / static_cast<double>(sum) : 0);
           if (sum - mx > best_save) {
             best_save = sum - mx;
             best_desc.clear();
             for (size_t i = 0; i < chain.size() && i < 6; ++i)
-              best_desc += (i ? " -> " : "") + Short(p.KernelName(*chain[i]), 40);
+              best_desc += (i ? " -> " : "") + Short(p.KernelName(*p.acts[chain[i]]), 40);
             if (chain.size() > 6) best_desc += fmt::format(" -> ... ({} kernels)", chain.size());
           }
         }
         chain.clear();
       };
-      for (const Record* a : acts) {
+      for (size_t ai : acts) {
+        const Record* a = p.acts[ai];
         if (a->Kind() != RecordKind::Kernel || !(families.MemoryBound(p, *a))) {
           flush();
           continue;
@@ -60,9 +68,9 @@ std::optional<Hint> MemoryBoundChain(const RuleContext& c) {
           if (!open.empty()) outer = open.front();
         }
         if (!chain.empty() &&
-            (outer != chain_outer || a->start_ns >= chain.back()->end_ns + kLongGapNs))
+            (outer != chain_outer || a->start_ns >= p.acts[chain.back()]->end_ns + kLongGapNs))
           flush();
-        chain.push_back(a);
+        chain.push_back(ai);
         chain_outer = outer;
       }
       flush();
@@ -83,10 +91,20 @@ std::optional<Hint> MemoryBoundChain(const RuleContext& c) {
   h.fix_cuda =
       "Fuse the element-wise steps into one kernel (or into the preceding GEMM's epilogue with "
       "cuBLASLt/CUTLASS); use fused LayerNorm/softmax kernels (cuDNN, Apex, FlashAttention).";
+  // Advice fits where the chains are: torch.compile is not advised for code it compiled.
+  if (compiled_ns)
+    h.evidence.push_back(
+        fmt::format("{} of the chains' time is in torch.compile'd code", Dur(compiled_ns)));
   h.fix_pytorch =
-      "torch.compile the model (Inductor fuses element-wise chains); "
-      "F.scaled_dot_product_attention instead of matmul+softmax+matmul; fused LayerNorm/RMSNorm "
-      "(torch.nn.functional.rms_norm, Apex); fused optimizers (fused=True).";
+      compiled_ns * 2 > chain_ns
+          ? "These kernels are torch.compile's own (Inductor's fused kernels) and still run in "
+            "chains: compiling again will not fuse them. Graph breaks between them stop fusion "
+            "(find them with torch._dynamo.explain); mode=\"max-autotune\" tries more fusions; "
+            "F.scaled_dot_product_attention for attention patterns."
+          : "torch.compile the model (Inductor fuses element-wise chains); "
+            "F.scaled_dot_product_attention instead of matmul+softmax+matmul; fused "
+            "LayerNorm/RMSNorm (torch.nn.functional.rms_norm, Apex); fused optimizers "
+            "(fused=True).";
   return h;
 }
 

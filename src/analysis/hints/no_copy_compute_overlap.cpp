@@ -12,53 +12,81 @@ namespace kprof::hints {
 
 namespace {
 
-using detail::UnionAcc;
+using detail::Length;
+using detail::Merge;
 
 }  // namespace
 
 std::optional<Hint> NoCopyComputeOverlap(const RuleContext& c) {
   Hint h;
-  uint64_t copy_alone = 0, kernel_alone = 0, copy_ns = 0, kernel_ns = 0, overlap = 0;
+  uint64_t copy_ns = 0, kernel_ns = 0, overlap = 0, copy_alone = 0;
   struct StreamUse {
     uint64_t copies = 0, copy_ns = 0, kernels = 0, kernel_ns = 0;
   };
   std::map<std::pair<uint16_t, uint32_t>, StreamUse> streams;
+  std::string limit;  // what bounds the pipelined time on the device that saves most
+  uint64_t limit_save = 0;
   for (const ProcessTimeline& p : c.timeline.processes) {
+    // Per device: uploads, downloads and kernels, each merged. Pipelined in chunks, the three
+    // run at once (two copy engines and the SMs), so the device is busy at least as long as the
+    // busiest of them; everything else of their union can hide behind it.
     struct DevUse {
-      UnionAcc copies, kernels, either;
+      std::vector<NsInterval> up, down, kernels;
     };
-    std::map<uint16_t, DevUse> dev;  // p.acts is in start order: unions in one pass
+    std::map<uint16_t, DevUse> dev;
     for (const Record* a : p.acts) {
       auto& s = streams[{a->device, a->tid}];
+      const NsInterval iv{a->start_ns, std::max(a->start_ns, a->end_ns)};
       if (a->Kind() == RecordKind::Kernel) {
-        DevUse& d = dev[a->device];
-        d.kernels.Add(a->start_ns, std::max(a->start_ns, a->end_ns));
-        d.either.Add(a->start_ns, std::max(a->start_ns, a->end_ns));
+        dev[a->device].kernels.push_back(iv);
         ++s.kernels;
         s.kernel_ns += a->DurationNs();
       } else if (a->Kind() == RecordKind::Memcpy && IsHostCopy(*a)) {
         DevUse& d = dev[a->device];
-        d.copies.Add(a->start_ns, std::max(a->start_ns, a->end_ns));
-        d.either.Add(a->start_ns, std::max(a->start_ns, a->end_ns));
+        (static_cast<CopyKind>(a->flags) == CopyKind::HtoD ? d.up : d.down).push_back(iv);
         ++s.copies;
         s.copy_ns += a->DurationNs();
       }
     }
     for (auto& [d, u] : dev) {
-      uint64_t cl = u.copies.Total(), kl = u.kernels.Total(), both = cl + kl - u.either.Total();
+      if (u.up.empty() && u.down.empty()) continue;
+      std::vector<NsInterval> copies = u.up;
+      copies.insert(copies.end(), u.down.begin(), u.down.end());
+      const std::vector<NsInterval> cm = Merge(copies), km = Merge(u.kernels);
+      std::vector<NsInterval> all = copies;
+      all.insert(all.end(), u.kernels.begin(), u.kernels.end());
+      const std::vector<NsInterval> busy = Merge(std::move(all));
+      const uint64_t cl = Length(cm), kl = Length(km), bl = Length(busy);
       copy_ns += cl;
       kernel_ns += kl;
-      overlap += both;
-      copy_alone += cl - both;
-      kernel_alone += kl - both;
+      overlap += cl + kl - bl;
+      copy_alone += bl - kl;
+      // The busiest of the three stays; the rest of the device's busy time is the saving.
+      std::vector<NsInterval> up = Merge(u.up), down = Merge(u.down);
+      const std::vector<NsInterval>* stays = &km;
+      const char* what = "kernels";
+      if (Length(up) > Length(*stays)) stays = &up, what = "uploads";
+      if (Length(down) > Length(*stays)) stays = &down, what = "downloads";
+      const uint64_t save = bl - Length(*stays);
+      h.est_saving_ns += save;
+      for (const NsInterval& b : busy) ClaimUncovered(h, *stays, b.first, b.second);
+      if (save > limit_save) {
+        limit_save = save;
+        limit = fmt::format(
+            "dev {}: uploads {}, downloads {}, kernels {}: pipelined, the device is busy at least "
+            "as long as its {}",
+            d, Dur(Length(up)), Dur(Length(down)), Dur(kl), what);
+      }
     }
   }
-  h.est_saving_ns = std::min(copy_alone, kernel_alone);
+  // Only where copies run apart from kernels: copies already overlapping them are another story.
+  if (copy_alone == 0) return std::nullopt;
   if (!Price(h, c)) return std::nullopt;
   h.summary = fmt::format("Host<->device copies ({}) and kernels ({}) run one after the other",
                           Dur(copy_ns), Dur(kernel_ns));
   h.evidence.push_back(fmt::format("copies overlap kernels for {} ({} of copy time)", Dur(overlap),
                                    Pct(PctOf(overlap, copy_ns))));
+  h.evidence.push_back(limit);
   std::vector<std::pair<std::pair<uint16_t, uint32_t>, StreamUse>> v(streams.begin(),
                                                                      streams.end());
   std::sort(v.begin(), v.end(),
@@ -69,8 +97,9 @@ std::optional<Hint> NoCopyComputeOverlap(const RuleContext& c) {
         v[i].first.second, v[i].second.copies, Dur(v[i].second.copy_ns), v[i].second.kernels,
         Dur(v[i].second.kernel_ns), v[i].second.kernels ? " on the same stream" : ""));
   h.assumption =
-      "Copies and kernels can be pipelined in chunks (copy chunk i+1 while computing chunk i): "
-      "with perfect overlap the shorter of the non-overlapped copy and kernel times is hidden.";
+      "Copies and kernels can be pipelined in chunks (upload chunk i+1 and download chunk i-1 "
+      "while computing chunk i): uploads, downloads and kernels then run at once, and the "
+      "device is busy as long as the busiest of the three; the rest of their time is saved.";
   h.fix_cuda =
       "Split the data into chunks; issue cudaMemcpyAsync from pinned memory on one stream and "
       "the kernels on another, ordered with cudaEventRecord/cudaStreamWaitEvent (double "

@@ -33,6 +33,9 @@ std::optional<Hint> PageableMemcpy(const RuleContext& c) {
       uint64_t pinned = refs[a->flags].TimeFor(a->bytes);
       uint64_t save = a->DurationNs() > pinned ? a->DurationNs() - pinned : 0;
       h.est_saving_ns += save;
+      if (save)
+        Claim(h, a->start_ns, a->end_ns,
+              static_cast<double>(save) / static_cast<double>(a->DurationNs()));
       Dir& d = dirs[a->flags];
       ++d.n;
       d.bytes += a->bytes;

@@ -4,11 +4,14 @@
 // The catalogue, with the thresholds and the reasoning behind every estimate, is docs/hints.md;
 // keep the two in step.
 //
-// Three rules price GPU idle time: excessive-sync, launch-bound and gpu-idle-gaps. They read one
-// classification of the idle gaps (Gap in kprof/timeline.h), which hands every nanosecond of a
-// gap to at most one of them, so their estimates never count the same idle time twice. Estimates
-// of other rules can overlap (a small synchronous copy is both a small transfer and a host wait);
-// each is an upper bound on its own, and they do not add up.
+// Five rules price GPU idle time: excessive-sync, host-work-after-sync, launch-bound,
+// gpu-idle-gaps and shape-setup. They read one classification of the idle gaps (Gap in
+// kprof/timeline.h). A gap's rest goes to one of launch-bound, gpu-idle-gaps and shape-setup
+// and never overlaps what a wait (excessive-sync) or the host work after it
+// (host-work-after-sync) explains; those two are two fixes for the same idle time and may
+// overlap each other. Estimates of other rules can overlap too (a small copy's call and a gap);
+// each is an upper bound on its own. Every rule also says where its estimate lies on the
+// timeline (Hint::claims): the joint figure (EstimateJoint) counts each instant once from them.
 #pragma once
 
 #include <fmt/format.h>
@@ -63,6 +66,8 @@ Severity SeverityForPct(double pct);
 /// Fills severity and percentage from the estimate (capped at the run); returns false when the
 /// hint is below the emit floor.
 bool Price(Hint& h, const RuleContext& c);
+/// Is acts[i] work of torch.compile'd code (a compiled region, not compilation itself)?
+bool InCompiledCode(const ProcessTimeline& p, size_t i);
 /// "12.5 ms (3.1% of the run)".
 std::string OfWall(uint64_t ns, const RuleContext& c);
 
@@ -72,6 +77,18 @@ uint64_t Median(std::vector<uint64_t>& v);
 std::string Short(const std::string& s, size_t n = 90);
 std::string Lower(std::string s);
 bool Contains(const std::string& s, std::initializer_list<const char*> needles);
+
+// ---------------------------------------------------------------------------------------------
+// Where an estimate lies (Hint::claims).
+
+/// Adds the claim [start, end) x fraction, merged into the last one where they touch.
+void Claim(Hint& h, uint64_t start, uint64_t end, double fraction = 1);
+/// Claims the parts of [start, end) that the merged intervals `busy` do not cover; returns their
+/// length.
+uint64_t ClaimUncovered(Hint& h, const std::vector<NsInterval>& busy, uint64_t start, uint64_t end);
+/// Claims `len` ns of gap `g`, beginning `skip` ns into the gap's time outside alloc/free calls
+/// (which alloc-churn claims): a gap's parts lie in the order wait, host work, rest.
+void ClaimGapPart(Hint& h, const ProcessTimeline& p, const Gap& g, uint64_t skip, uint64_t len);
 
 /// Per-key count and time, printed most costly first.
 struct Tally {

@@ -31,6 +31,7 @@ std::optional<Hint> UnderfilledGrid(const RuleContext& c) {
       // Same work spread over every SM with perfect scaling: d * blocks / sm.
       uint64_t save = d - d * blocks / sm;
       h.est_saving_ns += save;
+      Claim(h, a->start_ns, a->end_ns, static_cast<double>(save) / static_cast<double>(d));
       K& k = ks[p.KernelName(*a)];
       ++k.n;
       k.ns += d;

@@ -121,6 +121,10 @@ void WriteHints(JsonWriter& j, const std::vector<Hint>& hints) {
     j.EndObj();
   }
   j.EndArr();
+  const JointSaving joint = EstimateJoint(hints);
+  j.Key("joint_saving").Obj().U("est_saving_ns", joint.est_saving_ns);
+  j.D("est_saving_pct", joint.est_saving_pct).U("sum_est_saving_ns", joint.sum_est_ns);
+  j.U("hints", joint.hints).EndObj();
 }
 
 void WriteRun(JsonWriter& j, const Analysis& an) {

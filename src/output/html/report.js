@@ -249,8 +249,17 @@
 
   // ---- The report page ----------------------------------------------------------------------
 
-  function hints(root, list) {
+  function hints(root, list, joint) {
     if (!list.length) { root.appendChild(el('p', 'empty', 'No hint: no rule found a bottleneck in this run.')); return; }
+    if (joint && joint.hints > 1) {
+      var text = 'If every hint were fixed: up to ' + fmt.dur(joint.est_saving_ns) + ' (' + joint.est_saving_pct.toFixed(1) + '% of the run)';
+      if (joint.sum_est_saving_ns > joint.est_saving_ns)
+        text += '; the ' + joint.hints + ' estimates add up to ' + fmt.dur(joint.sum_est_saving_ns) + ', ' +
+          fmt.dur(joint.sum_est_saving_ns - joint.est_saving_ns) + ' of it the same time counted twice';
+      var p = el('p', 'joint', text);
+      p.id = 'joint-saving';
+      root.appendChild(p);
+    }
     list.forEach(function (h) {
       var box = el('div', 'hint ' + h.severity);
       box.setAttribute('data-hint-id', h.id);
@@ -312,7 +321,7 @@
   }
 
   function reportPage(data) {
-    hints(panel('hints', 'Hints (' + data.hints.length + ')'), data.hints);
+    hints(panel('hints', 'Hints (' + data.hints.length + ')'), data.hints, data.joint_saving);
     summary(panel('summary', 'Run summary'), data.run);
     var tlp = panel('timeline', 'Timeline');
     timelineNote(tlp, data);
