@@ -25,8 +25,13 @@ kprof::Run Load(const std::string& name) {
   return ReadInputs({std::string(KPROF_SOURCE_DIR) + "/tests/fixtures/gpu/" + name});
 }
 
-TEST(GraphRecordings, GraphModeOneRecordPerLaunchSharedAmongTheCaptureRanges) {
-  kprof::Run run = Load("graph_replay_graph");
+// graph_replay_graph (format 1.1) holds a clone record per node of the executable graph;
+// graph_replay_graph_f12 (1.2) none: with graph-level tracing the agent no longer asks for them,
+// and the executable graph's ranges are its template's. Both give the same view.
+class GraphModeRecordings : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GraphModeRecordings, GraphModeOneRecordPerLaunchSharedAmongTheCaptureRanges) {
+  kprof::Run run = Load(GetParam());
   const ProcessTrace& t = Only(run);
   ExpectClean(t);
   EXPECT_EQ(t.meta.at("graph_trace"), "graph");
@@ -65,6 +70,36 @@ TEST(GraphRecordings, GraphModeOneRecordPerLaunchSharedAmongTheCaptureRanges) {
   EXPECT_EQ(FindRow(an.ops, "eager")->kernels, 50u);
   const GroupRow* replay = FindRow(an.ops, "replay");
   EXPECT_TRUE(replay == nullptr || replay->gpu_ns == 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothFormats, GraphModeRecordings,
+                         ::testing::Values("graph_replay_graph", "graph_replay_graph_f12"));
+
+TEST(GraphRecordings, GraphModeRecordsNoClonesAndTheAgentsOwnTime) {
+  kprof::Run run = Load("graph_replay_graph_f12");
+  const ProcessTrace& t = Only(run);
+  uint64_t inst_from = 0, inst_to = 0;
+  for (const Record& r : t.records)
+    if (r.Kind() == RecordKind::RuntimeApi && GraphApiOf(t.Name(r)) == GraphApi::Instantiate)
+      inst_from = r.start_ns, inst_to = r.end_ns;
+  ASSERT_NE(inst_to, 0u);
+  uint64_t captured = 0, by_instantiation = 0, cloned = 0, timed = 0;
+  for (const Record& r : t.records) {
+    if (r.Kind() != RecordKind::GraphNode) continue;
+    if (r.flags == static_cast<uint8_t>(GraphNodeOrigin::Cloned)) {
+      ++cloned;
+      continue;
+    }
+    (r.start_ns >= inst_from && r.start_ns <= inst_to ? by_instantiation : captured) += 1;
+    EXPECT_GE(r.end_ns, r.start_ns);
+    timed += r.end_ns > r.start_ns ? 1 : 0;
+  }
+  // The 100 captured nodes; the instantiation's own (the executable graph's and its helpers'),
+  // which the analysis leaves out; no clone records.
+  EXPECT_EQ(captured, 100u);
+  EXPECT_EQ(by_instantiation, 102u);
+  EXPECT_EQ(cloned, 0u);
+  EXPECT_EQ(timed, captured + by_instantiation);  // each carries the agent's time in its callback
 }
 
 TEST(GraphRecordings, NodeModeEveryNodeGoesToTheLayerThatCapturedIt) {
