@@ -28,6 +28,8 @@ K="$BUILD/kernels"
 # PyTorch's torch.cuda.graph.
 graphs() {
   RECORD_OPTS="--graph-trace graph" record graph_replay_graph "$K/graph_replay" 100 20 steady 50
+  # The same by an agent of format 1.2 (no clone records in graph mode), beside the 1.1 one.
+  RECORD_OPTS="--graph-trace graph" record graph_replay_graph_f12 "$K/graph_replay" 100 20 steady 50
   RECORD_OPTS="--graph-trace node" record graph_replay_node "$K/graph_replay" 100 20 steady 50
   RECORD_OPTS="--graph-trace graph" record graph_recapture "$K/graph_replay" 100 20 recapture 50
   # cuGraphLaunch, a graph launched from the device, a conditional WHILE node.
@@ -66,11 +68,18 @@ for prog in "$K"/hint_* "$K"/healthy_gemm; do
     hint_memory_bound_chain) args=(300) ;;
     hint_excessive_sync) args=(400) ;;
     hint_alloc_churn) args=(300) ;;
+    hint_host_after_wait) args=(300) ;;
     *) args=() ;;
   esac
   record "$name" "$prog" "${args[@]}"
 done
 record train_step "$K/train_step" 20 0
+# Issue 15: cuDNN's attention planning per new key length (shape-setup), with an unprofiled run
+# of the same script beside it (plain.txt: each length's first call against the others).
+if "$PY" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  record pytorch_decode_shapes "$PY" tests/gpu/scripts/decode_shapes.py 64 4
+  "$PY" tests/gpu/scripts/decode_shapes.py 64 4 > "$DEST/pytorch_decode_shapes/plain.txt" 2>&1
+fi
 # kprof diff on real runs: 5 runs of train_step, 5 more, and 5 with attention_like 10% slower.
 for side in base same slow10; do
   rm -rf "${DEST:?}/diff/$side"
