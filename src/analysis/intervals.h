@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,21 @@ inline uint64_t Covered(const std::vector<Interval>& m, uint64_t lo, uint64_t hi
     if (b > a) n += b - a;
   }
   return n;
+}
+
+/// Calls fn(from, to) for each stretch of [lo, hi) that the merged, sorted intervals `m` do not
+/// cover, in order, while fn returns true.
+template <typename Fn>
+void ForEachUncovered(const std::vector<Interval>& m, uint64_t lo, uint64_t hi, Fn fn) {
+  auto it = std::upper_bound(m.begin(), m.end(), Interval{lo, UINT64_MAX});
+  if (it != m.begin() && std::prev(it)->second > lo) --it;
+  for (uint64_t at = lo; at < hi;) {
+    const uint64_t stop = it != m.end() ? std::min(hi, std::max(at, it->first)) : hi;
+    if (stop > at && !fn(at, stop)) return;
+    if (it == m.end() || it->first >= hi) return;
+    at = std::max(stop, it->second);
+    ++it;
+  }
 }
 
 /// Length of the union of intervals fed in order of their start: O(1) memory, one pass.

@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "analysis/hints/rule.h"
+#include "analysis/intervals.h"
 
 namespace kprof::hints {
 namespace {
@@ -70,46 +71,25 @@ void Claim(Hint& h, uint64_t start, uint64_t end, double fraction) {
 uint64_t ClaimUncovered(Hint& h, const std::vector<NsInterval>& busy, uint64_t start,
                         uint64_t end) {
   uint64_t n = 0;
-  auto it = std::upper_bound(busy.begin(), busy.end(), NsInterval{start, UINT64_MAX});
-  if (it != busy.begin() && std::prev(it)->second > start) --it;
-  for (uint64_t at = start; at < end;) {
-    const uint64_t stop = it != busy.end() ? std::min(end, std::max(at, it->first)) : end;
-    Claim(h, at, stop);
-    n += stop - at;
-    if (it == busy.end() || it->first >= end) break;
-    at = std::max(stop, it->second);
-    ++it;
-  }
+  detail::ForEachUncovered(busy, start, end, [&](uint64_t from, uint64_t to) {
+    Claim(h, from, to);
+    n += to - from;
+    return true;
+  });
   return n;
 }
 
 void ClaimGapPart(Hint& h, const ProcessTimeline& p, const Gap& g, uint64_t skip, uint64_t len) {
-  if (len == 0) return;
   // The gap's time outside alloc/free calls, walked from its start.
-  const auto& calls = p.alloc_calls;
-  auto it = std::upper_bound(calls.begin(), calls.end(), NsInterval{g.start_ns, UINT64_MAX});
-  if (it != calls.begin() && std::prev(it)->second > g.start_ns) --it;
-  uint64_t at = g.start_ns;
-  while (len > 0 && at < g.end_ns) {
-    uint64_t stop = g.end_ns;  // the free stretch [at, stop)
-    if (it != calls.end() && it->first < g.end_ns) {
-      if (it->first <= at) {  // inside a call: go past it
-        at = std::max(at, it->second);
-        ++it;
-        continue;
-      }
-      stop = it->first;
-    }
-    uint64_t free = stop - at;
-    const uint64_t skipped = std::min(skip, free);
+  detail::ForEachUncovered(p.alloc_calls, g.start_ns, g.end_ns, [&](uint64_t from, uint64_t to) {
+    const uint64_t skipped = std::min(skip, to - from);
     skip -= skipped;
-    at += skipped;
-    free -= skipped;
-    const uint64_t take = std::min(len, free);
-    Claim(h, at, at + take);
+    from += skipped;
+    const uint64_t take = std::min(len, to - from);
+    Claim(h, from, from + take);
     len -= take;
-    at = stop;
-  }
+    return len > 0;
+  });
 }
 
 std::string OfWall(uint64_t ns, const RuleContext& c) {

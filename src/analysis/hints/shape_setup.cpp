@@ -21,7 +21,7 @@ std::optional<Hint> ShapeSetup(const RuleContext& c) {
   std::map<std::string, Op> ops;
   uint64_t gaps = 0;
   for (const ProcessTimeline& p : c.timeline.processes) {
-    std::map<std::string, Op> here;
+    std::map<std::string_view, Op> here;  // names live in the process's string table
     for (const Gap& g : p.gaps) {
       if (!g.setup_ns()) continue;
       h.est_saving_ns += g.setup_ns();
@@ -31,20 +31,21 @@ std::optional<Hint> ShapeSetup(const RuleContext& c) {
       const Record* api = p.Api(*p.acts[g.next]);
       const int r = api ? p.index.InnermostAt(api->tid, g.start_ns + g.Len() / 2) : -1;
       if (r < 0) continue;
-      Op& op = here[std::string(p.index.Name(static_cast<size_t>(r)))];
+      Op& op = here[p.index.Name(static_cast<size_t>(r))];
       op.setup_calls.insert(r);
       op.ns += g.setup_ns();
       op.longest = std::max(op.longest, g.Len());
     }
+    if (here.empty()) continue;
     for (size_t i = 0; i < p.index.ranges.size(); ++i) {
-      auto it = here.find(std::string(p.index.Name(i)));
+      auto it = here.find(p.index.Name(i));
       if (it == here.end()) continue;
       ++it->second.calls;
       if (!it->second.setup_calls.count(static_cast<int>(i)))
         it->second.other_call_ns.push_back(p.index.ranges[i].end_ns - p.index.ranges[i].begin_ns);
     }
     for (auto& [name, op] : here) {
-      Op& all = ops[name];
+      Op& all = ops[std::string(name)];
       all.ns += op.ns;
       all.calls += op.calls;
       all.longest = std::max(all.longest, op.longest);
@@ -75,7 +76,7 @@ std::optional<Hint> ShapeSetup(const RuleContext& c) {
       "Each new shape or configuration pays its set-up (a plan, a compiled kernel, autotuning) "
       "once, inside the op's first call with it; with fixed or bucketed shapes, or the set-up "
       "done before the part that matters, those calls run like the others: at most the idle "
-      "time inside them is saved. The op's first call is start-up and not counted.";
+      "time inside them is saved. Set-up in an op's first calls is start-up and not counted.";
   h.fix_cuda =
       "Use a few fixed (padded, bucketed) sizes so each plan or kernel is made once; make the "
       "plans for every size before the loop (warm-up) and cache them across runs; or a library "

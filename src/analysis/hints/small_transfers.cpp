@@ -83,10 +83,10 @@ std::optional<Hint> SmallTransfers(const RuleContext& c) {
       const uint64_t wait_end = std::min(a->start_ns, api->end_ns);
       cost -= std::min(cost, Covered(p.busy, api->start_ns, wait_end));
       // The call less its wait for earlier work, then the copy.
-      Hint call_part;
-      ClaimUncovered(call_part, p.busy, api->start_ns, wait_end);
-      for (const SavingClaim& piece : call_part.claims)
-        run.pieces.emplace_back(piece.start_ns, piece.end_ns);
+      detail::ForEachUncovered(p.busy, api->start_ns, wait_end, [&](uint64_t from, uint64_t to) {
+        run.pieces.emplace_back(from, to);
+        return true;
+      });
       run.pieces.emplace_back(std::max(wait_end, api->start_ns), api->end_ns);
       run.pieces.emplace_back(a->start_ns, std::max(a->start_ns, a->end_ns));
       run.costs.push_back(cost);
