@@ -79,13 +79,13 @@ std::optional<Hint> GraphRecapture(const RuleContext& c) {
     return len - mine;
   };
   for (const ProcessTimeline& p : c.timeline.processes) {
-    const AgentTime own(*p.process);
     // Replaying began at the first graph launch call; what is built after it is built again.
     uint64_t first_launch = UINT64_MAX;
     for (const Record* api : p.apis)
       if (GraphApiOf(p.process->Name(*api)) == GraphApi::Launch)
         first_launch = std::min(first_launch, api->start_ns);
     if (first_launch == UINT64_MAX) continue;
+    const AgentTime own(*p.process);
     // A build counts when it repeats the structure of a graph built before (the same kernels
     // in the same number of nodes): a program that builds several different graphs once each
     // rebuilds nothing. Captures and instantiations are told apart (a template is usually

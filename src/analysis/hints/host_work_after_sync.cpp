@@ -32,8 +32,7 @@ std::optional<Hint> HostWorkAfterSync(const RuleContext& c) {
       waits.Add(w != nullptr ? w->what : "a wait", g.host_ns);
       if (const Record* api = p.Api(*p.acts[g.next])) {
         launch.push_back(api->DurationNs());
-        const uint64_t from = w != nullptr ? std::max(w->release_ns, g.start_ns) : g.start_ns;
-        const std::string op = p.OpAt(api->tid, from + g.host_ns / 2);
+        const std::string op = p.OpAt(api->tid, g.start_ns + g.host_at + g.host_ns / 2);
         ranges.Add(op == "(no range)" ? "host code outside NVTX ranges" : "NVTX range '" + op + "'",
                    g.host_ns);
       }
