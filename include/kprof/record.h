@@ -16,7 +16,8 @@ inline constexpr char kFileMagic[8] = {'K', 'P', 'R', 'O', 'F', 'R', 'U', 'N'};
 /// Major version: a reader refuses files with a larger major version.
 inline constexpr uint16_t kFormatMajor = 1;
 /// Minor version: additions that older readers may ignore (new block types, new meta keys).
-inline constexpr uint16_t kFormatMinor = 2;  // 1: graph records (kinds 15-17); 2: their end_ns
+inline constexpr uint16_t kFormatMinor = 3;  // 1: graph records (kinds 15-17); 2: their end_ns;
+                                             // 3: hardware counters (kinds 18-19)
 /// Largest payload a block may declare; anything larger is treated as corruption.
 inline constexpr uint32_t kMaxBlockPayload = 64u << 20;
 
@@ -41,10 +42,12 @@ enum class RecordKind : uint8_t {
   GraphLaunch = 15,   ///< one launch of a CUDA graph, as a whole (graph-level tracing)
   GraphNode = 16,     ///< a graph node made (captured, added or cloned), on the thread that made it
   GraphEvent = 17,    ///< a graph or executable graph made or destroyed; flags = GraphEventKind
+  CounterSample = 18,  ///< one metric of one GPU-wide counter sample (PM sampling), on a device
+  KernelMetric = 19,   ///< one metric of one kernel launch, measured by replaying it
 };
 
 /// Number of RecordKind values, for table sizing (highest value + 1).
-inline constexpr size_t kRecordKindCount = 18;
+inline constexpr size_t kRecordKindCount = 20;
 
 /// How a GraphNode record's node came to be (GraphNode.flags).
 enum class GraphNodeOrigin : uint8_t {
@@ -124,6 +127,7 @@ enum class OverheadKind : uint8_t {
   ActivityBufferRequest = 7,
   UvmActivityInit = 8,
   DriverCompiler = 9,
+  CounterReplay = 10,  ///< kprof replaying a kernel for its counters (--metrics replay)
 };
 
 /// GraphLaunch.flags bit 0: the graph was launched from the device, by a kernel of graph `c`.
@@ -131,6 +135,11 @@ inline constexpr uint8_t kGraphLaunchFromDevice = 1u;
 /// GraphEvent(ExecCreated).c bit: instantiated for launch from the device
 /// (CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH).
 inline constexpr uint32_t kInstantiateDeviceLaunch = 4u;
+
+/// Kernel.flags bit 1: the launch was replayed for its hardware counters (--metrics replay);
+/// CUPTI gave the kernel no times: its duration is the replay's, ending when its launch call
+/// returned (docs/counters.md).
+inline constexpr uint8_t kKernelReplayed = 2u;
 
 /// Memcpy/memset flag bit in Record::flags' high bits is never used; copy flags go in `c`.
 inline constexpr uint32_t kCopyAsync = 1u;  ///< Memcpy.c bit 0: the copy was asynchronous
@@ -147,7 +156,8 @@ inline constexpr uint32_t kCopyAsync = 1u;  ///< Memcpy.c bit 0: the copy was as
 ///
 /// Kind-specific fields (a..f):
 ///   Kernel     a,b,c = grid x,y,z; d = block x | block y << 16; e = block z | regs << 16;
-///              f = shared memory bytes (static + dynamic); bytes = 0; flags bit0 = graph launch
+///              f = shared memory bytes (static + dynamic); bytes = 0; flags bit0 = graph launch,
+///              bit1 = kKernelReplayed
 ///   Memcpy     flags = CopyKind; a = src MemKind; b = dst MemKind; c = kCopyAsync bits;
 ///              d = src device, e = dst device (PtoP); bytes = size
 ///   Memset     a = value; b = MemKind; bytes = size
@@ -171,6 +181,12 @@ inline constexpr uint32_t kCopyAsync = 1u;  ///< Memcpy.c bit 0: the copy was as
 ///              executable graph's id for Exec*); b = source graph id (ExecCreated, GraphCloned);
 ///              ExecCreated: c = the instantiation flags (CUDA's CUgraphInstantiate_flags; bit 2
 ///              = kInstantiateDeviceLaunch), d = 1 when they could not be read
+///   CounterSample  GPU record (device; tid = 0): start_ns/end_ns = the sample's interval; name =
+///              metric name (Nsight Compute's); bytes = the value, an IEEE-754 double's bits
+///              (MetricValue); a = the sample's index in its device's sequence
+///   KernelMetric  device = the kernel's; correlation = the kernel launch's; start_ns = end_ns =
+///              when it was measured; name = metric name; bytes = the value (MetricValue);
+///              a = passes the replay took; tid = the launching thread
 ///   Per-node records of graph launches (node mode): Kernel bytes = graph node id; Memset c/d =
 ///   node id low/high; Memcpy f = node id low 32 bits, c bits 1..31 = its high bits (CUPTI puts
 ///   the graph id there). 0 = not launched from a graph.
@@ -209,6 +225,15 @@ inline void SetKernelLaunch(Record& r, Dim3 grid, Dim3 block, uint32_t regs, uin
   r.e = (block.z & 0xFFFFu) | (regs << 16);
   r.f = smem;
 }
+/// The value of a CounterSample or KernelMetric record (a double stored in `bytes`).
+inline double MetricValue(const Record& r) {
+  double v;
+  static_assert(sizeof(v) == sizeof(r.bytes));
+  __builtin_memcpy(&v, &r.bytes, sizeof(v));
+  return v;
+}
+inline void SetMetricValue(Record& r, double v) { __builtin_memcpy(&r.bytes, &v, sizeof(v)); }
+
 /// GPU work the agent records: kernels, copies and memsets (not foreign GpuRange annotations).
 inline bool IsGpuActivity(RecordKind k) {
   return k == RecordKind::Kernel || k == RecordKind::Memcpy || k == RecordKind::Memset ||

@@ -22,7 +22,8 @@ constexpr std::string_view kOverheadKindNames[] = {"Buffer Flush",
                                                    "Command Buffer Full",
                                                    "Activity Buffer Request",
                                                    "UVM Activity Init",
-                                                   "Driver Compiler"};
+                                                   "Driver Compiler",
+                                                   "Counter Replay"};
 
 /// The enum value named `name` in `names` (see above), else 0 (Unknown).
 template <class E, size_t N>
