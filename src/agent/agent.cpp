@@ -28,6 +28,7 @@
 #include <thread>
 
 #include "agent/convert.h"
+#include "agent/counters.h"
 #include "agent/cupti_setup.h"
 #include "kprof/trace.h"
 
@@ -66,9 +67,13 @@ namespace {
 
 void CUPTIAPI OnCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                          const void* data) {
+  if (OnCounterCallback(domain, cbid, data)) return;
   if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
   if (OnGraphCallback(cbid, data)) return;
   if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+    // PM sampling stops with the first context to go: at exit CUDA tears down before the
+    // agent's own exit handler runs, and sampling must not outlive the driver's state.
+    StopCounters();
     if (A().active) {
       KPROF_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
       A().flushes++;
@@ -238,6 +243,8 @@ int Initialize() {
   MetaList setup{{"api_callbacks_enabled", std::to_string(apis)},
                  {"device_graph_trace", device_graphs}};
   if (!ok) setup.emplace_back("agent_error", "CUPTI activity setup failed; see stderr");
+  // Hardware counters (--metrics): after the activity kinds, on kprof's subscriber.
+  if (ConfigureCounters()) StartCounters(a.subscriber, setup);
   a.writer.WriteMeta(setup);
   a.pid = getpid();
   // A child forked without exec has no writer, flusher or signal thread: it records nothing

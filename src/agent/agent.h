@@ -96,7 +96,9 @@ struct Agent {
   };
   std::mutex side_mu;
   std::vector<SideRecord> side;
+  std::vector<std::pair<std::string, std::string>> side_meta;  // meta from other threads
 
+  bool counters_top_from_trace = false;  // replay picks the top N kernels from the trace so far
   std::string subscriber_error;
   CUpti_SubscriberHandle subscriber = nullptr;
 

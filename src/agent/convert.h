@@ -40,7 +40,8 @@ using MetaList = std::vector<std::pair<std::string, std::string>>;
 /// What ConvertRecord did with a CUPTI record.
 enum class ConvertResult {
   Converted,         ///< `out` holds a kprof record
-  MissingTimestamp,  ///< a start or end was 0: counted, not written
+  MissingTimestamp,  ///< a start or end was 0: counted, not written (a kernel: `out` is filled,
+                     ///< its times 0)
   Meta,              ///< device properties appended to `meta`
   Skipped,           ///< a kind kprof does not convert
 };
@@ -48,6 +49,9 @@ enum class ConvertResult {
 /// Converts one CUPTI record. API names are resolved once per callback id.
 ConvertResult ConvertRecord(const CUpti_Activity* rec, Interner& strings, Record& out,
                             MetaList& meta);
+
+/// The (mangled) name of a kernel activity record; "" for any other record.
+const char* KernelActivityName(const CUpti_Activity* rec);
 
 /// Callback name without CUPTI's version suffix ("cudaLaunchKernel_v7000" -> "cudaLaunchKernel").
 std::string_view ApiBaseName(std::string_view name);

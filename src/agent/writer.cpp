@@ -18,6 +18,7 @@
 
 #include "agent/agent.h"
 #include "agent/convert.h"
+#include "agent/counters.h"
 #include "agent/cupti_setup.h"
 #include "kprof/trace.h"
 
@@ -103,6 +104,9 @@ void ProcessBuffer(Agent& a, Interner& strings, std::vector<Record>& staging, ui
                    size_t valid) {
   staging.clear();
   MetaList meta;
+  // Kernel GPU time by name, for the counters' top N (only when they choose from the trace).
+  const bool tally = a.counters_top_from_trace;
+  std::vector<std::pair<std::string, uint64_t>> times;
   CUpti_Activity* rec = nullptr;
   while (true) {
     CUptiResult r = cuptiActivityGetNextRecord(buf, valid, &rec);
@@ -115,8 +119,17 @@ void ProcessBuffer(Agent& a, Interner& strings, std::vector<Record>& staging, ui
     switch (ConvertRecord(rec, strings, out, meta)) {
       case ConvertResult::Converted:
         staging.push_back(out);
+        if (tally && out.Kind() == RecordKind::Kernel)
+          times.emplace_back(KernelActivityName(rec), out.DurationNs());
         break;
       case ConvertResult::MissingTimestamp:
+        // A kernel replayed for its counters: CUPTI gives it no times; the replay measured them.
+        if (out.Kind() == RecordKind::Kernel &&
+            ReplayedKernelTimes(out.correlation, &out.start_ns, &out.end_ns)) {
+          out.flags |= kKernelReplayed;
+          staging.push_back(out);
+          break;
+        }
         ++a.stats.missing_timestamps;
         break;
       case ConvertResult::Meta:
@@ -127,6 +140,7 @@ void ProcessBuffer(Agent& a, Interner& strings, std::vector<Record>& staging, ui
     }
   }
   // Strings before the records that use them; a crash between blocks leaves a readable file.
+  if (tally) NoteKernelTimes(times);
   auto fresh = strings.TakeNew();
   if (!fresh.empty()) a.writer.WriteStrings(fresh);
   if (!meta.empty()) a.writer.WriteMeta(meta);
@@ -136,16 +150,20 @@ void ProcessBuffer(Agent& a, Interner& strings, std::vector<Record>& staging, ui
   std::memset(buf, 0, valid);  // CUPTI was told buffers arrive zeroed
 }
 
-// Writes the records the graph callbacks made on the application's threads (graphs.cpp), with
-// the kernel names they carry.
+// Writes the records the graph callbacks and the counters made on other threads (graphs.cpp,
+// counters.cpp), with the names they carry, and the meta they left.
 void WriteSideRecords(Agent& a, Interner& strings) {
   std::vector<Agent::SideRecord> side;
+  MetaList meta;
   {
     std::lock_guard<std::mutex> lock(a.side_mu);
-    if (a.side.empty()) return;
+    if (a.side.empty() && a.side_meta.empty()) return;
     side.swap(a.side);
+    meta.swap(a.side_meta);
   }
   if (a.writer.write_failure() != 0) return;
+  if (!meta.empty()) a.writer.WriteMeta(meta);
+  if (side.empty()) return;
   std::vector<Record> recs;
   recs.reserve(side.size());
   for (auto& s : side) {
@@ -276,6 +294,7 @@ void Finish(const std::string& reason) {
     return;
   }
   a.finishing = true;
+  StopCounters();  // the last PM samples, before the final flush writes them
   // The buffers CUPTI holds now: the forced flush must return every one of them. Buffers it asks
   // for later hold work the program goes on doing while the file is finished (a signal is
   // handled beside the program): not written, and no sign of another CUPTI client.

@@ -1,0 +1,38 @@
+// Hardware counters in the agent (issue 12, docs/counters.md): PM sampling of GPU-wide
+// throughputs on a thread of its own, and the range profiler replaying selected kernel launches
+// from the launch callbacks. It only measures and hands records to the writer (KernelMetric,
+// CounterSample, Overhead/CounterReplay); what the values mean is the analysis's.
+//
+// Asked for through the environment `kprof run --metrics` sets: KPROF_METRICS (sampled, replay
+// or both, comma separated), KPROF_METRICS_INTERVAL_US, KPROF_METRICS_TOP, KPROF_METRICS_LAUNCHES,
+// KPROF_METRICS_KERNELS (a regular expression on kernel names), KPROF_METRICS_NAMES (a file of
+// kernel names, one per line, from an earlier run).
+#pragma once
+
+#include <cupti.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kprof::agent {
+
+/// Reads the settings from the environment; true when counters were asked for. Problems with
+/// them are written to stderr and to the file's meta (counters_problem).
+bool ConfigureCounters();
+/// Enables the callbacks the counters need on kprof's subscriber (null: none, and replay is
+/// reported as impossible) and starts the sampling thread. Meta to write goes to `meta`.
+void StartCounters(CUpti_SubscriberHandle subscriber,
+                   std::vector<std::pair<std::string, std::string>>& meta);
+/// A callback for the counters (launch enter/exit, context created); false for any other.
+bool OnCounterCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
+/// Writer thread: kernel GPU time seen so far, by CUPTI's (mangled) name, for the top N.
+void NoteKernelTimes(std::vector<std::pair<std::string, uint64_t>>& batch);
+/// Writer thread: the times to give a kernel CUPTI recorded without (its launch was replayed):
+/// its duration as the replay measured it, ending when its launch call returned.
+bool ReplayedKernelTimes(uint32_t correlation, uint64_t* start_ns, uint64_t* end_ns);
+/// Stops sampling (the last samples are decoded) before the final flush. Idempotent.
+void StopCounters();
+
+}  // namespace kprof::agent
