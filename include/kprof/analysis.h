@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kprof/counters.h"
 #include "kprof/timeline.h"
 #include "kprof/trace.h"
 
@@ -43,7 +44,8 @@ struct KernelRow {
   Dim3 grid, block;
   uint32_t registers = 0;
   uint32_t shared_mem = 0;
-  uint64_t max_blocks = 0;  ///< largest grid (blocks) seen
+  uint64_t max_blocks = 0;       ///< largest grid (blocks) seen
+  Bound bound = Bound::Unknown;  ///< from hardware counters, when measured (Analysis::counters)
 };
 
 /// One row of a grouped view: an op (innermost NVTX range / cpu_op at launch), a range path
@@ -74,6 +76,9 @@ struct GroupRow {
   /// called from most (for backward work, the line of the forward op); "" otherwise.
   std::string source;
   uint32_t depth = 0;  ///< module view: enclosing modules shown above it (tree order)
+  /// From hardware counters: the kernel's class (kernel view), or the class of most of the
+  /// measured GPU time of its kernels (op and range-path views); Unknown when none was measured.
+  Bound bound = Bound::Unknown;
 };
 
 /// An NVTX range name with its calls and CPU-side time (the range's own duration).
@@ -218,6 +223,8 @@ struct Analysis {
   /// (kCompilingRegion) and the rest (kEagerRegion), by GPU time. Empty without torch.compile.
   std::vector<GroupRow> compiled;
   uint64_t unattributed_gpu_ns = 0;  ///< GPU time launched outside any range ("(no range)")
+  /// Hardware counters (kprof run --metrics): per kernel name, cost, tracks. Empty without.
+  CounterSummary counters;
 };
 
 /// One GPU activity with what it was attributed to (exposed for hints, diff and tests).

@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "analysis/accumulators.h"
+#include "analysis/counters.h"
 #include "analysis/graphs.h"
 #include "analysis/intervals.h"
 
@@ -714,6 +715,24 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
   }
   SortRows(an.ops, AnalysisOptions::Sort::Gpu);
 
+  // Hardware counters: each measured kernel's class, and the class of each group's kernels.
+  an.counters = detail::SummarizeCounters(tl);
+  const auto bound_of = [&](const std::string& kernel) {
+    const KernelCounters* k = an.counters.Find(kernel);
+    return k != nullptr ? k->bound : Bound::Unknown;
+  };
+  const auto classify_groups = [&](std::vector<GroupRow>& rows) {
+    if (an.counters.kernels.empty()) return;
+    for (GroupRow& g : rows) {
+      for (KernelRow& k : g.kernel_rows) k.bound = bound_of(k.name);
+      g.bound = detail::GroupBound(g.kernel_rows);
+    }
+  };
+  if (!an.counters.kernels.empty()) {
+    for (KernelRow& k : an.kernels) k.bound = bound_of(k.name);
+    classify_groups(an.ops);
+  }
+
   // The rows of one view, unfiltered and unsorted. Each view's accumulators are read once.
   const auto view_rows = [&](GroupBy by) {
     std::vector<GroupRow> rows;
@@ -726,6 +745,7 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
           g.kernels = k.stat.count;
           g.gpu_ns = k.stat.total_ns;
           g.share = k.share;
+          g.bound = k.bound;
           auto it = kernels.find(g.key);
           if (it != kernels.end()) g.gpu_projected_ns = it->second.busy.Total();
           rows.push_back(g);
@@ -737,6 +757,7 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
       case GroupBy::RangePath:
         for (auto& [key, acc] : paths)
           if (acc.gpu_ns || acc.calls) rows.push_back(acc.Row(key, busy));
+        classify_groups(rows);
         break;
       case GroupBy::Stream:
         for (auto& [key, acc] : view_stream) {

@@ -47,9 +47,11 @@ void OutermostApis(const ProcessTrace& p, ProcessTimeline& t) {
       if (r.Kind() == RecordKind::RuntimeApi)
         runtime_by_tid[r.tid].emplace_back(r.start_ns, r.end_ns);
   for (auto& [tid, v] : runtime_by_tid) std::sort(v.begin(), v.end());
-  std::vector<Interval> allocs;
+  std::vector<Interval> allocs, replays;
   for (const Record& r : p.records) {
     auto k = r.Kind();
+    if (k == RecordKind::Overhead && r.a == static_cast<uint32_t>(OverheadKind::CounterReplay))
+      replays.emplace_back(r.start_ns, r.end_ns);
     if (k != RecordKind::RuntimeApi && k != RecordKind::DriverApi) continue;
     if (k == RecordKind::DriverApi) {
       auto it = runtime_by_tid.find(r.tid);
@@ -63,6 +65,7 @@ void OutermostApis(const ProcessTrace& p, ProcessTimeline& t) {
     if (IsAllocApi(p.Name(r))) allocs.emplace_back(r.start_ns, r.end_ns);
   }
   t.alloc_calls = Merge(std::move(allocs));
+  t.replays = Merge(std::move(replays));
 }
 
 /// GPU activities in time order with their launch's innermost range and first runs.
@@ -290,6 +293,7 @@ void ClassifyGaps(ProcessTimeline& t) {
         const uint64_t to = std::min(api->start_ns, g.end_ns);
         uint64_t host = to - from;
         host -= std::min(host, Covered(t.alloc_calls, from, to));
+        host -= std::min(host, Covered(t.replays, from, to));
         if (host >= kHostWorkAfterWaitNs) {
           g.host_ns = host;
           g.host_at = from - g.start_ns;
@@ -298,6 +302,7 @@ void ClassifyGaps(ProcessTimeline& t) {
     }
     uint64_t rest = g.Len() - std::min(g.Len(), g.explained_ns());
     rest -= std::min(rest, Covered(t.alloc_calls, g.start_ns, g.end_ns));
+    rest -= std::min(rest, Covered(t.replays, g.start_ns, g.end_ns));
     if (g.Len() >= kLongGapNs) {
       g.kind = GapKind::Long;
       g.rest_ns = rest;
