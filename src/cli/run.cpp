@@ -15,7 +15,10 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <optional>
+#include <regex>
 #include <utility>
 
 #include "cli/common.h"
@@ -41,6 +44,55 @@ void Forward(int sig, siginfo_t* info, void*) {
   g_stop = sig;
   pid_t child = g_child.load();
   if (child > 0 && info != nullptr && info->si_code <= 0) ::kill(child, sig);
+}
+
+/// What --metrics asks for: "sampled", "replay", "replay:top=N", comma separated.
+struct MetricsRequest {
+  bool sampled = false, replay = false;
+  int top = 10;
+};
+std::optional<MetricsRequest> ParseMetrics(const std::string& spec) {
+  MetricsRequest m;
+  size_t at = 0;
+  while (at <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', at), spec.size());
+    const std::string word = spec.substr(at, comma - at);
+    at = comma + 1;
+    if (word == "sampled") {
+      m.sampled = true;
+    } else if (word == "replay") {
+      m.replay = true;
+    } else if (word.rfind("replay:top=", 0) == 0) {
+      const std::string n = word.substr(11);
+      if (n.empty() || n.size() > 4 || n.find_first_not_of("0123456789") != std::string::npos)
+        return std::nullopt;
+      m.replay = true;
+      m.top = std::stoi(n);
+      if (m.top < 1) return std::nullopt;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return m;
+}
+
+/// The raw names of the `top` kernels with most GPU time in an earlier run, for the agent
+/// (KPROF_METRICS_NAMES). Throws InputError for a run that cannot be read.
+std::vector<std::string> TopKernelNames(const std::string& run_path, size_t top) {
+  Run run = ReadInputs({run_path});
+  std::map<std::string, uint64_t> by_name;
+  for (const ProcessTrace& p : run.processes)
+    for (const Record& r : p.records)
+      if (r.Kind() == RecordKind::Kernel) by_name[p.Name(r)] += r.DurationNs();
+  std::vector<std::pair<uint64_t, std::string>> order;
+  for (auto& [name, ns] : by_name) order.emplace_back(ns, name);
+  std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
+    return x.first != y.first ? x.first > y.first : x.second < y.second;
+  });
+  std::vector<std::string> names;
+  for (size_t i = 0; i < order.size() && i < top; ++i) names.push_back(order[i].second);
+  if (names.empty()) throw InputError(run_path + ": no kernels recorded, nothing to measure");
+  return names;
 }
 
 std::string SelfDir() {
@@ -236,6 +288,8 @@ int CmdRun(const std::vector<std::string>& args) {
   std::string out_dir, kinds, graph_trace = "graph", pytorch = "auto";
   int repeat = 1;
   bool quiet = false, force = false;
+  std::string metrics, metrics_kernels, metrics_from;
+  int metrics_interval_us = 200, metrics_launches = 2;
   cli::ViewOptions v;
   app.add_option("-o,--output", out_dir, "Run directory (default runs/<date-time>)");
   app.add_option("--kinds", kinds,
@@ -251,6 +305,22 @@ int CmdRun(const std::vector<std::string>& args) {
                  "nn.Module call; ops, modules = only those; stack = both and the program's "
                  "file:line of each torch call (slower); off = nothing added (docs/pytorch.md)")
       ->check(CLI::IsMember({"auto", "ops", "modules", "stack", "off"}));
+  app.add_option("--metrics", metrics,
+                 "Hardware counters: sampled = GPU-wide throughputs sampled as the program runs "
+                 "(no replay); replay[:top=N] = each of the N kernels with most GPU time so far "
+                 "(default 10) replayed for its Speed Of Light counters; both, comma separated "
+                 "(docs/counters.md)");
+  app.add_option("--metrics-kernels", metrics_kernels,
+                 "--metrics replay: replay the kernels whose names match this regular expression "
+                 "instead of the top N");
+  app.add_option("--metrics-from", metrics_from,
+                 "--metrics replay: take the top N kernels from this earlier run");
+  app.add_option("--metrics-interval", metrics_interval_us,
+                 "--metrics sampled: microseconds between samples (default 200)")
+      ->check(CLI::Range(10, 1'000'000));
+  app.add_option("--metrics-launches", metrics_launches,
+                 "--metrics replay: launches replayed per kernel name (default 2)")
+      ->check(CLI::Range(1, 1000));
   app.add_option("--repeat", repeat, "Run the program N times (DIR/rep1..repN), for kprof diff")
       ->check(CLI::Range(1, 1000));
   app.add_flag("-q,--quiet", quiet, "Print no report (the run is still saved)");
@@ -273,6 +343,33 @@ int CmdRun(const std::vector<std::string>& args) {
                "kernel|op|range-path|stream|device|graph|module|source|compiled and "
                "--sort gpu|calls|cpu|name");
     return kExitUsage;
+  }
+  std::optional<MetricsRequest> counters;
+  if (!metrics.empty()) {
+    counters = ParseMetrics(metrics);
+    if (!counters)
+      return cli::UsageError("run",
+                             "--metrics must be sampled, replay or replay:top=N (or "
+                             "both, comma separated), not '" +
+                                 metrics + "'");
+  }
+  if ((!metrics_kernels.empty() || !metrics_from.empty()) && !(counters && counters->replay))
+    return cli::UsageError("run", "--metrics-kernels and --metrics-from need --metrics replay");
+  if (!metrics_kernels.empty()) {
+    try {
+      std::regex check(metrics_kernels);
+    } catch (const std::regex_error&) {
+      return cli::UsageError("run",
+                             "--metrics-kernels: not a regular expression: " + metrics_kernels);
+    }
+  }
+  std::vector<std::string> metric_names;
+  if (!metrics_from.empty()) {
+    try {
+      metric_names = TopKernelNames(metrics_from, static_cast<size_t>(counters->top));
+    } catch (const InputError& e) {
+      return cli::UsageError("run", std::string("--metrics-from: ") + e.what());
+    }
   }
   v.force = force;
   try {
@@ -342,6 +439,21 @@ int CmdRun(const std::vector<std::string>& args) {
                                     "NVTX_INJECTION64_PATH=" + agent,
                                     "KPROF_OUTPUT_DIR=" + abs_dir};
     if (!kinds.empty()) env.push_back("KPROF_KINDS=" + kinds);
+    if (counters) {
+      std::string what = counters->replay ? "replay" : "";
+      if (counters->sampled) what += what.empty() ? "sampled" : ",sampled";
+      env.push_back("KPROF_METRICS=" + what);
+      env.push_back("KPROF_METRICS_TOP=" + std::to_string(counters->top));
+      env.push_back("KPROF_METRICS_LAUNCHES=" + std::to_string(metrics_launches));
+      env.push_back("KPROF_METRICS_INTERVAL_US=" + std::to_string(metrics_interval_us));
+      if (!metrics_kernels.empty()) env.push_back("KPROF_METRICS_KERNELS=" + metrics_kernels);
+      if (!metric_names.empty()) {
+        const std::string list = abs_dir + "/metrics-kernels.txt";
+        std::ofstream f(list);
+        for (const std::string& n : metric_names) f << n << '\n';
+        env.push_back("KPROF_METRICS_NAMES=" + list);
+      }
+    }
     env.push_back("KPROF_GRAPH_TRACE=" + graph_trace);
     if (!python_dir.empty()) {
       // First on the path: Python imports kprof's sitecustomize, which imports the one the

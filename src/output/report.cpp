@@ -1,6 +1,8 @@
 // Report writers: terminal table, CSV, JSON summary (schema docs/json-schema.md), Markdown.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
@@ -58,22 +60,137 @@ std::string Pad(const std::string& s, size_t width) {
 
 std::string Pct(double share) { return fmt::format("{:.1f}%", share * 100.0); }
 
+// ---- Hardware counters (issue 12, docs/counters.md) -----------------------------------------
+/// Counters were asked for or recorded: only then do the reports show them, so that the report
+/// of every other run stays as it was.
+bool HasCounters(const Analysis& a) { return !a.counters.mode.empty() || a.counters.Any(); }
+
+/// The views whose rows carry a class from the counters (Analysis: GroupRow::bound).
+bool BoundView(GroupBy by) {
+  return by == GroupBy::Kernel || by == GroupBy::Op || by == GroupBy::RangePath;
+}
+
+/// A measured value with `digits` decimals, "-" when not measured.
+std::string Value(double v, int digits) {
+  return Measured(v) ? fmt::format("{:.{}f}", v, digits) : std::string("-");
+}
+
+/// A table line without the spaces an empty last column leaves.
+std::string Line(std::string s) {
+  s.erase(s.find_last_not_of(' ') + 1);
+  return s + "\n";
+}
+
+/// "200 us", "1 ms": the sampling interval as it was asked for.
+std::string Interval(uint64_t ns) {
+  if (ns >= 1'000'000 && ns % 1'000'000 == 0) return fmt::format("{} ms", ns / 1'000'000);
+  if (ns >= 1'000 && ns % 1'000 == 0) return fmt::format("{} us", ns / 1'000);
+  return FormatDuration(ns);
+}
+
+/// The lines above the table of counters: what was measured, what it cost, what went wrong, and
+/// the kernels by class.
+std::vector<std::string> CounterLines(const CounterSummary& c) {
+  std::vector<std::string> lines;
+  const bool replay = c.mode.find("replay") != std::string::npos || c.replayed_launches;
+  const bool sampled = c.mode.find("sampled") != std::string::npos || c.samples;
+  if (replay) {
+    const auto names = std::count_if(c.kernels.begin(), c.kernels.end(), [](const auto& k) {
+      return k.source == CounterSource::Replay;
+    });
+    lines.push_back(fmt::format(
+        "replay: {} launch{} of {} kernel{} replayed{}, cost {} of host time", c.replayed_launches,
+        c.replayed_launches == 1 ? "" : "es", names, names == 1 ? "" : "s",
+        c.max_passes
+            ? fmt::format(", up to {} pass{} each", c.max_passes, c.max_passes == 1 ? "" : "es")
+            : std::string(),
+        FormatDuration(c.replay_ns)));
+  }
+  if (sampled)
+    lines.push_back(fmt::format(
+        "sampled{}: {} sample{}",
+        c.sample_interval_ns ? " every " + Interval(c.sample_interval_ns) : std::string(),
+        c.samples, c.samples == 1 ? "" : "s"));
+  if (!c.problem.empty()) lines.push_back("counters: " + DisplayText(c.problem));
+  if (const std::string roof = FormatRoofline(c); !roof.empty())
+    lines.push_back("roofline: " + roof);
+  return lines;
+}
+
+/// The columns of the table of counters after the kernel's name, as strings.
+std::vector<std::string> CounterCells(const KernelCounters& k) {
+  const CounterValues& v = k.values;
+  const double flops_per_s = k.FlopsPerSecond();
+  return {CounterSourceName(k.source),
+          std::to_string(k.launches),
+          Value(v.sm_pct, 1),
+          Value(v.mem_pct, 1),
+          Value(v.dram_pct, 1),
+          Value(v.l2_pct, 1),
+          Value(v.tensor_pct, 1),
+          Value(v.occupancy_pct, 1),
+          Value(k.Intensity(), 2),
+          Value(Measured(flops_per_s) ? flops_per_s / 1e12 : kNotMeasured, 3),
+          BoundName(k.bound)};
+}
+
+/// A double for JSON: null when not measured.
+ordered_json JsonValue(double v) {
+  return Measured(v) && std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr);
+}
+
+ordered_json CountersJson(const CounterSummary& c) {
+  ordered_json kernels = ordered_json::array();
+  for (const KernelCounters& k : c.kernels) {
+    const CounterValues& v = k.values;
+    kernels.push_back({{"name", k.name},
+                       {"source", CounterSourceName(k.source)},
+                       {"launches", k.launches},
+                       {"gpu_ns", k.gpu_ns},
+                       {"sm_pct", JsonValue(v.sm_pct)},
+                       {"mem_pct", JsonValue(v.mem_pct)},
+                       {"dram_pct", JsonValue(v.dram_pct)},
+                       {"l2_pct", JsonValue(v.l2_pct)},
+                       {"tensor_pct", JsonValue(v.tensor_pct)},
+                       {"occupancy_pct", JsonValue(v.occupancy_pct)},
+                       {"flops", JsonValue(v.flops)},
+                       {"dram_bytes", JsonValue(v.dram_bytes)},
+                       {"intensity", JsonValue(k.Intensity())},
+                       {"flops_per_s", JsonValue(k.FlopsPerSecond())},
+                       {"peak_flops_per_s", JsonValue(v.peak_flops_per_s)},
+                       {"peak_dram_bytes_per_s", JsonValue(v.peak_dram_bytes_per_s)},
+                       {"bound", BoundName(k.bound)}});
+  }
+  return {{"mode", c.mode},
+          {"problem", c.problem},
+          {"replayed_launches", c.replayed_launches},
+          {"replay_ns", c.replay_ns},
+          {"max_passes", c.max_passes},
+          {"samples", c.samples},
+          {"sample_interval_ns", c.sample_interval_ns},
+          {"roofline", FormatRoofline(c)},
+          {"kernels", kernels}};
+}
+
 // ---- JSON -----------------------------------------------------------------------------------
-ordered_json KernelJson(const KernelRow& k) {
-  return {{"name", k.name},
-          {"calls", k.stat.count},
-          {"total_ns", k.stat.total_ns},
-          {"mean_ns", k.stat.mean_ns},
-          {"min_ns", k.stat.min_ns},
-          {"median_ns", k.stat.median_ns},
-          {"p95_ns", k.stat.p95_ns},
-          {"max_ns", k.stat.max_ns},
-          {"share", k.share},
-          {"grid", {k.grid.x, k.grid.y, k.grid.z}},
-          {"block", {k.block.x, k.block.y, k.block.z}},
-          {"registers", k.registers},
-          {"shared_mem", k.shared_mem},
-          {"max_blocks", k.max_blocks}};
+/// `bound`: with its class from the counters (runs with counters only).
+ordered_json KernelJson(const KernelRow& k, bool bound) {
+  ordered_json j = {{"name", k.name},
+                    {"calls", k.stat.count},
+                    {"total_ns", k.stat.total_ns},
+                    {"mean_ns", k.stat.mean_ns},
+                    {"min_ns", k.stat.min_ns},
+                    {"median_ns", k.stat.median_ns},
+                    {"p95_ns", k.stat.p95_ns},
+                    {"max_ns", k.stat.max_ns},
+                    {"share", k.share},
+                    {"grid", {k.grid.x, k.grid.y, k.grid.z}},
+                    {"block", {k.block.x, k.block.y, k.block.z}},
+                    {"registers", k.registers},
+                    {"shared_mem", k.shared_mem},
+                    {"max_blocks", k.max_blocks}};
+  if (bound) j["bound"] = BoundName(k.bound);
+  return j;
 }
 
 ordered_json GroupJsonBase(const GroupRow& g, const ordered_json& kr) {
@@ -91,11 +208,14 @@ ordered_json GroupJsonBase(const GroupRow& g, const ordered_json& kr) {
           {"kernel_rows", kr}};
 }
 
-/// A row of view `by`. PyTorch rows have more fields (docs/json-schema.md).
-ordered_json GroupJson(const GroupRow& g, GroupBy by) {
+/// A row of view `by`. PyTorch rows have more fields (docs/json-schema.md). `counters`: the run
+/// has counters, and the rows of the kernel, op and range-path views carry their class.
+ordered_json GroupJson(const GroupRow& g, GroupBy by, bool counters = false) {
+  const bool bound = counters && BoundView(by);
   ordered_json kr = ordered_json::array();
-  for (const auto& k : g.kernel_rows) kr.push_back(KernelJson(k));
+  for (const auto& k : g.kernel_rows) kr.push_back(KernelJson(k, bound));
   ordered_json j = GroupJsonBase(g, kr);
+  if (bound) j["bound"] = BoundName(g.bound);
   const bool pytorch_view =
       by == GroupBy::Module || by == GroupBy::Source || by == GroupBy::Compiled;
   if (g.bwd_gpu_ns != 0 || pytorch_view) j["bwd_gpu_ns"] = g.bwd_gpu_ns;
@@ -208,21 +328,49 @@ void Totals(std::ostream& out, const RunSummary& s, const char* indent) {
   for (const auto& [k, v] : TotalsLines(s)) out << indent << Pad(k, 22) << v << "\n";
 }
 
+/// `bound`: a last column with each kernel's class from the counters (runs with counters only).
 void KernelTable(std::ostream& out, const std::vector<KernelRow>& rows, size_t top,
-                 const char* indent) {
+                 const char* indent, bool bound = false) {
   out << indent
-      << fmt::format("{:<60} {:>8} {:>11} {:>10} {:>10} {:>10} {:>7}\n", "Kernel", "Calls", "Total",
-                     "Mean", "Min", "Max", "Share");
+      << fmt::format("{:<60} {:>8} {:>11} {:>10} {:>10} {:>10} {:>7}{}\n", "Kernel", "Calls",
+                     "Total", "Mean", "Min", "Max", "Share", bound ? "  Bound" : "");
   size_t n = 0;
   for (const auto& k : rows) {
     if (top && n++ >= top) {
       out << indent << fmt::format("... {} more kernels\n", rows.size() - top);
       break;
     }
-    out << indent << Pad(Fit(k.name, 60), 60)
-        << fmt::format(" {:>8} {:>11} {:>10} {:>10} {:>10} {:>7}\n", k.stat.count,
-                       FormatDuration(k.stat.total_ns), FormatDuration(k.stat.mean_ns),
-                       FormatDuration(k.stat.min_ns), FormatDuration(k.stat.max_ns), Pct(k.share));
+    const std::string line =
+        Pad(Fit(k.name, 60), 60) +
+        fmt::format(" {:>8} {:>11} {:>10} {:>10} {:>10} {:>7}", k.stat.count,
+                    FormatDuration(k.stat.total_ns), FormatDuration(k.stat.mean_ns),
+                    FormatDuration(k.stat.min_ns), FormatDuration(k.stat.max_ns), Pct(k.share));
+    out << indent << (bound ? Line(line + "  " + BoundName(k.bound)) : line + "\n");
+  }
+}
+
+/// The "Hardware counters" section of the table report (runs with counters only).
+void CountersTable(std::ostream& out, const CounterSummary& c, size_t top) {
+  out << "\nHardware counters\n";
+  for (const std::string& line : CounterLines(c)) out << "  " << line << "\n";
+  if (c.kernels.empty()) {
+    out << "  (no kernel measured)\n";
+    return;
+  }
+  constexpr const char* kRow = " {:<7} {:>8} {:>6} {:>6} {:>6} {:>6} {:>8} {:>11} {:>9} {:>8}  {}";
+  out << Line("  " + Pad("Kernel", 40) +
+              fmt::format(kRow, "Source", "Launches", "SM %", "Mem %", "DRAM %", "L2 %", "Tensor %",
+                          "Occupancy %", "FLOP/byte", "TFLOP/s", "Bound"));
+  size_t n = 0;
+  for (const KernelCounters& k : c.kernels) {
+    if (top && n++ >= top) {
+      out << fmt::format("  ... {} more kernels\n", c.kernels.size() - top);
+      break;
+    }
+    const std::vector<std::string> v = CounterCells(k);
+    out << Line(
+        "  " + Pad(Fit(k.name, 40), 40) +
+        fmt::format(kRow, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10]));
   }
 }
 
@@ -236,6 +384,7 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
                      devices.empty() ? "" : ", ", devices);
 
   const char* what = GroupByName(a.by);
+  const bool counters = HasCounters(a);
   if (a.by != GroupBy::Kernel) {
     // PyTorch runs with autograd traced to the forward ops, and the module view: a column of
     // backward GPU time (docs/pytorch.md).
@@ -243,13 +392,16 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
                      (a.by == GroupBy::Op && s.backward_linked_ns);
     // Op view with source lines (--pytorch stack): where in the program each op was called.
     const bool from = a.by == GroupBy::Op && !a.sources.empty();
+    // Runs with hardware counters: the class of each row's kernels (docs/counters.md).
+    const bool bound = counters && BoundView(a.by);
+    const std::string header =
+        fmt::format("  {:<50} {:>8} {:>11} {:>11} {:>7} {:>8} {:>11}{}{}{}", what, "Calls",
+                    "GPU time", "Projected", "Share", "Kernels", "CPU time",
+                    bwd ? fmt::format(" {:>11}", a.by == GroupBy::Op ? "Its backward" : "Backward")
+                        : std::string(),
+                    bound ? "  Bound   " : "", from ? "  Called from" : "");
     out << fmt::format("GPU time by {}\n", what);
-    out << fmt::format(
-        "  {:<50} {:>8} {:>11} {:>11} {:>7} {:>8} {:>11}{}{}\n", what, "Calls", "GPU time",
-        "Projected", "Share", "Kernels", "CPU time",
-        bwd ? fmt::format(" {:>11}", a.by == GroupBy::Op ? "Its backward" : "Backward")
-            : std::string(),
-        from ? "  Called from" : "");
+    out << (bound ? Line(header) : header + "\n");
     size_t n = 0;
     for (const auto& g : a.rows) {
       if (o.top && n++ >= o.top) break;
@@ -257,14 +409,17 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
       std::string key = a.by == GroupBy::Source ? FitTail(g.key, g.kind.empty() ? 50 : 30) : g.key;
       if (!g.kind.empty())
         key = std::string(2 * std::min<uint32_t>(g.depth, 8), ' ') + key + " (" + g.kind + ")";
-      out << "  " << Pad(Fit(key, 50), 50)
-          << fmt::format(" {:>8} {:>11} {:>11} {:>7} {:>8} {:>11}{}{}\n", g.calls,
-                         FormatDuration(g.gpu_ns), FormatDuration(g.gpu_projected_ns), Pct(g.share),
-                         g.kernels, g.cpu_ns ? FormatDuration(g.cpu_ns) : "-",
-                         bwd ? fmt::format(" {:>11}", g.bwd_gpu_ns ? FormatDuration(g.bwd_gpu_ns)
-                                                                   : std::string("-"))
-                             : std::string(),
-                         from && !g.source.empty() ? "  " + FitTail(g.source, 40) : "");
+      const std::string row =
+          "  " + Pad(Fit(key, 50), 50) +
+          fmt::format(" {:>8} {:>11} {:>11} {:>7} {:>8} {:>11}{}{}{}", g.calls,
+                      FormatDuration(g.gpu_ns), FormatDuration(g.gpu_projected_ns), Pct(g.share),
+                      g.kernels, g.cpu_ns ? FormatDuration(g.cpu_ns) : "-",
+                      bwd ? fmt::format(" {:>11}", g.bwd_gpu_ns ? FormatDuration(g.bwd_gpu_ns)
+                                                                : std::string("-"))
+                          : std::string(),
+                      bound ? "  " + Pad(BoundName(g.bound), 8) : std::string(),
+                      from && !g.source.empty() ? "  " + FitTail(g.source, 40) : "");
+      out << (bound ? Line(row) : row + "\n");
       size_t m = 0;
       for (const auto& k : g.kernel_rows) {
         if (m++ >= 3) {
@@ -289,14 +444,16 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
     if (shown.empty())
       out << (a.kernels.empty() ? "  (no kernels recorded)\n" : "  (no kernel matches)\n");
     else
-      KernelTable(out, shown, o.top, "  ");
+      KernelTable(out, shown, o.top, "  ", counters);
   } else {
     out << "Top kernels by GPU time\n";
     if (a.kernels.empty())
       out << "  (no kernels recorded)\n";
     else
-      KernelTable(out, a.kernels, o.top, "  ");
+      KernelTable(out, a.kernels, o.top, "  ", counters);
   }
+  // Only runs with hardware counters (kprof run --metrics): every other report stays as it was.
+  if (counters) CountersTable(out, a.counters, o.top);
   if (!a.graphs.empty()) {
     // Only runs with CUDA graphs: every other report stays as it was.
     out << "\nCUDA graphs\n";
@@ -384,25 +541,32 @@ std::string Csv(const std::string& raw) {
 }
 
 void WriteCsv(std::ostream& out, const Analysis& a) {
+  // Runs with hardware counters: a last column with each row's class (docs/counters.md).
+  const bool bound = HasCounters(a) && BoundView(a.by);
+  const auto end = [&](Bound b) { return bound ? fmt::format(",{}\n", BoundName(b)) : "\n"; };
   if (a.by == GroupBy::Kernel) {
-    out << "kernel,calls,total_ns,mean_ns,min_ns,median_ns,p95_ns,max_ns,share\n";
+    out << "kernel,calls,total_ns,mean_ns,min_ns,median_ns,p95_ns,max_ns,share"
+        << (bound ? ",bound\n" : "\n");
     for (const auto& g : a.rows) {
       auto it = std::find_if(a.kernels.begin(), a.kernels.end(),
                              [&](const KernelRow& k) { return k.name == g.key; });
       if (it == a.kernels.end()) continue;
       const Stat& s = it->stat;
-      out << fmt::format("{},{},{},{},{},{},{},{},{:.6f}\n", Csv(it->name), s.count, s.total_ns,
-                         s.mean_ns, s.min_ns, s.median_ns, s.p95_ns, s.max_ns, it->share);
+      out << fmt::format("{},{},{},{},{},{},{},{},{:.6f}", Csv(it->name), s.count, s.total_ns,
+                         s.mean_ns, s.min_ns, s.median_ns, s.p95_ns, s.max_ns, it->share)
+          << end(it->bound);
     }
     return;
   }
   out << GroupByName(a.by)
       << ",calls,gpu_ns,gpu_projected_ns,cpu_ns,kernels,memcpys,memsets,bytes,share,"
-         "mem_delta_bytes\n";
+         "mem_delta_bytes"
+      << (bound ? ",bound\n" : "\n");
   for (const auto& g : a.rows)
-    out << fmt::format("{},{},{},{},{},{},{},{},{},{:.6f},{}\n", Csv(g.key), g.calls, g.gpu_ns,
+    out << fmt::format("{},{},{},{},{},{},{},{},{},{:.6f},{}", Csv(g.key), g.calls, g.gpu_ns,
                        g.gpu_projected_ns, g.cpu_ns, g.kernels, g.memcpys, g.memsets, g.bytes,
-                       g.share, g.mem_delta_bytes);
+                       g.share, g.mem_delta_bytes)
+        << end(g.bound);
 }
 
 // ---- Markdown -------------------------------------------------------------------------------
@@ -436,14 +600,38 @@ void WriteMarkdown(std::ostream& out, const Analysis& a, const std::vector<Hint>
                      FormatBytes(static_cast<uint64_t>(std::max<int64_t>(0, s.peak_memory_bytes))));
   out << fmt::format("| Dropped records | {} |\n\n", s.dropped_records);
 
+  const bool counters = HasCounters(a);
+  // Runs with hardware counters: a column with each row's class (docs/counters.md).
+  const bool bound = counters && BoundView(a.by);
   out << fmt::format("### GPU time by {}\n\n", GroupByName(a.by));
-  out << fmt::format("| {} | Calls | GPU time | Share | Kernels |\n|---|---:|---:|---:|---:|\n",
-                     GroupByName(a.by));
+  out << fmt::format("| {} | Calls | GPU time | Share | Kernels |{}\n|---|---:|---:|---:|---:|{}\n",
+                     GroupByName(a.by), bound ? " Bound |" : "", bound ? "---|" : "");
   size_t n = 0;
   for (const auto& g : a.rows) {
     if (o.top && n++ >= o.top) break;
-    out << fmt::format("| {} | {} | {} | {} | {} |\n", Md(Fit(g.key, 80)), g.calls,
-                       FormatDuration(g.gpu_ns), Pct(g.share), g.kernels);
+    out << fmt::format("| {} | {} | {} | {} | {} |{}\n", Md(Fit(g.key, 80)), g.calls,
+                       FormatDuration(g.gpu_ns), Pct(g.share), g.kernels,
+                       bound ? fmt::format(" {} |", BoundName(g.bound)) : "");
+  }
+  if (counters) {
+    // Only runs with hardware counters (kprof run --metrics): every other report stays as it was.
+    const CounterSummary& c = a.counters;
+    out << "\n### Hardware counters\n\n";
+    for (const std::string& line : CounterLines(c)) out << "- " << Md(line) << "\n";
+    if (c.kernels.empty()) {
+      out << "- no kernel measured\n";
+    } else {
+      out << "\n| Kernel | Source | Launches | SM % | Mem % | DRAM % | L2 % | Tensor % | "
+             "Occupancy % | FLOP/byte | TFLOP/s | Bound |\n"
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+      n = 0;
+      for (const KernelCounters& k : c.kernels) {
+        if (o.top && n++ >= o.top) break;
+        out << "| " << Md(Fit(k.name, 80));
+        for (const std::string& cell : CounterCells(k)) out << " | " << cell;
+        out << " |\n";
+      }
+    }
   }
   if (!hints.empty()) {
     out << "\n### Hints\n\n";
@@ -558,9 +746,10 @@ std::string ReportJson(const Run& run, const Analysis& a, const std::vector<Hint
   ordered_json rows = ordered_json::array(), ops = ordered_json::array(),
                kernels = ordered_json::array(), ranges = ordered_json::array(),
                procs = ordered_json::array(), hs = ordered_json::array();
-  for (const auto& g : a.rows) rows.push_back(GroupJson(g, a.by));
-  for (const auto& g : a.ops) ops.push_back(GroupJson(g, GroupBy::Op));
-  for (const auto& k : a.kernels) kernels.push_back(KernelJson(k));
+  const bool counters = HasCounters(a);
+  for (const auto& g : a.rows) rows.push_back(GroupJson(g, a.by, counters));
+  for (const auto& g : a.ops) ops.push_back(GroupJson(g, GroupBy::Op, counters));
+  for (const auto& k : a.kernels) kernels.push_back(KernelJson(k, counters));
   for (const auto& r : a.ranges)
     ranges.push_back({{"name", r.name},
                       {"domain", r.domain},
@@ -626,6 +815,8 @@ std::string ReportJson(const Run& run, const Analysis& a, const std::vector<Hint
     for (const GroupRow& g : a.compiled) compiled.push_back(GroupJson(g, GroupBy::Compiled));
     j["compiled"] = compiled;
   }
+  // Only for runs with hardware counters (kprof run --metrics, docs/counters.md).
+  if (counters) j["counters"] = CountersJson(a.counters);
   // Names come from the profiled program: invalid UTF-8 is replaced, never fatal.
   return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
