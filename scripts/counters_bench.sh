@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Hardware counters on the GPU (issue 12, docs/counters.md, docs/benchmarks.md "Hardware
+# counters"): kprof's replayed counters against Nsight Compute on the same kernels, PM sampling
+# on them, and what each mode costs.
+#   OUT=DIR scripts/counters_bench.sh [BUILD_DIR=build] [ROUNDS=5] [PHASES="ncu cost"]
+# ncu:  kernels/counter_characters 1 under `kprof run --metrics replay` (every kernel, one
+#       launch each) and under `ncu --clock-control none` with the same metric names (kprof does
+#       not lock clocks either); DIR/cc-replay.json and DIR/ncu.csv, compared by
+#       scripts/counters_vs_ncu.py DIR. Also --metrics sampled (DIR/cc-sampled.json).
+# cost: ROUNDS interleaved rounds of each workload plain, under `kprof run`, `--metrics sampled`
+#       and `--metrics replay` (top 10): DIR/cost.tsv (workload, variant, round, wall_s of the
+#       whole command, exit status); medians by scripts/counters_vs_ncu.py DIR.
+set -uo pipefail
+: "${OUT:?set OUT to the output folder}"
+BUILD=${1:-build}
+ROUNDS=${2:-5}
+PHASES=${3:-ncu cost}
+K=$BUILD/kernels
+PY=${PYTHON:-python3}
+mkdir -p "$OUT"
+NCU=${NCU:-$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)}
+# The metrics kprof replays (src/format/metrics.cpp, ReplayMetrics), for ncu.
+METRICS=gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,\
+gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,\
+dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed,\
+sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,\
+sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,\
+sm__warps_active.avg.pct_of_peak_sustained_active,sm__sass_thread_inst_executed_op_ffma_pred_on.sum,\
+dram__bytes.sum
+
+now() { date +%s.%N; }
+
+if [[ " $PHASES " == *" ncu "* ]]; then
+  "$BUILD/kprof" run --quiet --force --metrics replay --metrics-kernels . --metrics-launches 1 \
+    -o "$OUT/cc-replay" -- "$K/counter_characters" 1 > "$OUT/cc-replay.log" 2>&1
+  "$BUILD/kprof" report "$OUT/cc-replay" --by kernel --format json > "$OUT/cc-replay.json"
+  "$BUILD/kprof" report "$OUT/cc-replay" --by kernel > "$OUT/cc-replay.txt"
+  "$BUILD/kprof" run --quiet --force --metrics sampled --metrics-interval 100 \
+    -o "$OUT/cc-sampled" -- "$K/counter_characters" 3 > "$OUT/cc-sampled.log" 2>&1
+  "$BUILD/kprof" report "$OUT/cc-sampled" --by kernel --format json > "$OUT/cc-sampled.json"
+  "$BUILD/kprof" report "$OUT/cc-sampled" --by kernel > "$OUT/cc-sampled.txt"
+  if [ -n "$NCU" ]; then
+    "$NCU" --clock-control none --csv --page raw --metrics "$METRICS" \
+      "$K/counter_characters" 1 > "$OUT/ncu.csv" 2> "$OUT/ncu.log"
+  else
+    echo "ncu not found" > "$OUT/ncu.log"
+  fi
+fi
+
+if [[ " $PHASES " == *" cost "* ]]; then
+  TSV=$OUT/cost.tsv
+  printf 'workload\tvariant\tround\twall_s\trc\n' > "$TSV"
+  WORKLOADS=(
+    "train_step|$K/train_step 3000"
+    "train_mlp|$PY examples/train_mlp.py --steps 1500 --warmup 3"
+  )
+  for round in $(seq 1 "$ROUNDS"); do
+    for w in "${WORKLOADS[@]}"; do
+      name=${w%%|*}
+      cmd=${w#*|}
+      for variant in plain kprof sampled replay; do
+        case $variant in
+          plain) pre=() ;;
+          kprof) pre=("$BUILD/kprof" run --quiet --force -o "$OUT/cost-run") ;;
+          sampled) pre=("$BUILD/kprof" run --quiet --force --metrics sampled -o "$OUT/cost-run") ;;
+          replay) pre=("$BUILD/kprof" run --quiet --force --metrics replay -o "$OUT/cost-run") ;;
+        esac
+        t0=$(now)
+        # shellcheck disable=SC2086 # cmd: the workload's command line, word-split on purpose
+        timeout 300 "${pre[@]}" $cmd > "$OUT/cost-$name-$variant.log" 2>&1
+        rc=$?
+        t1=$(now)
+        printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$variant" "$round" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$rc" >> "$TSV"
+        if [ "$variant" = replay ]; then
+          "$BUILD/kprof" report "$OUT/cost-run" --by kernel --format json > "$OUT/cost-$name-replay.json" 2>/dev/null
+        fi
+      done
+    done
+  done
+  rm -rf "$OUT/cost-run"
+fi

@@ -1,0 +1,145 @@
+// GPU tests of the hardware counters (issue 12, docs/counters.md): kernels of known character
+// (kernels/counter_characters) replayed for their Speed Of Light counters and classified, PM
+// sampling beside tracing, the replay's selection and cost, and the bad option. Every test skips
+// cleanly when no GPU is present.
+#include <string>
+#include <vector>
+
+#include "gpu_harness.h"
+#include "gtest/gtest.h"
+#include "kprof/analysis.h"
+#include "kprof/hints.h"
+#include "kprof/timeline.h"
+#include "kprof/trace.h"
+
+using namespace kprof;
+using namespace kprof::gpu_test;
+
+namespace {
+
+struct Recorded {
+  Run run;
+  Analysis an;
+};
+
+Recorded Analyse(const std::string& dir) {
+  Recorded m;
+  m.run = ReadInputs({dir});
+  Timeline tl = BuildTimeline(m.run);
+  AnalysisOptions o;
+  o.by = GroupBy::Kernel;
+  m.an = Analyze(tl, o);
+  return m;
+}
+
+// The measured kernel whose display name contains `part`, or null.
+const KernelCounters* Named(const CounterSummary& c, const std::string& part) {
+  for (const KernelCounters& k : c.kernels)
+    if (k.name.find(part) != std::string::npos) return &k;
+  return nullptr;
+}
+
+}  // namespace
+
+// Each character classified as expected; the tensor pipe busy on the BF16 GEMM only; every
+// replayed kernel keeps its record (with the replay's duration) and its launch's correlation.
+TEST(GpuCounters, ReplayClassifiesKernelsOfKnownCharacter) {
+  REQUIRE_GPU();
+  const std::string dir = FreshDir("counters_replay");
+  Result r =
+      KprofWith(dir, {"--metrics", "replay", "--metrics-kernels", ".", "--metrics-launches", "1"},
+                {Bin("kernels/counter_characters"), "2"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Recorded m = Analyse(dir);
+  const CounterSummary& c = m.an.counters;
+  ASSERT_EQ(c.mode, "replay") << r.out;
+  EXPECT_EQ(c.problem, "");
+  EXPECT_GT(c.replay_ns, 0u);
+  for (const char* name :
+       {"stream_axpy", "latency_chase", "scale_kernel", "add_kernel", "relu_kernel"}) {
+    const KernelCounters* k = Named(c, name);
+    ASSERT_NE(k, nullptr) << name;
+    EXPECT_EQ(k->source, CounterSource::Replay) << name;
+    EXPECT_EQ(k->launches, 1u) << name;  // --metrics-launches 1: one of its two launches
+  }
+  EXPECT_EQ(Named(c, "stream_axpy")->bound, Bound::Memory);
+  EXPECT_EQ(Named(c, "latency_chase")->bound, Bound::Latency);
+  EXPECT_EQ(Named(c, "add_kernel")->bound, Bound::Memory);
+  // The GEMMs: cuBLAS's kernels, BF16 on the tensor cores (the one with the tensor pipe busy),
+  // FP32 on the FMA pipes (compute-bound, tensor pipe idle).
+  const KernelCounters* bf16 = nullptr;
+  const KernelCounters* fp32 = nullptr;
+  for (const KernelCounters& k : c.kernels) {
+    if (k.name.find("stream_axpy") != std::string::npos || k.gpu_ns < 1'000'000) continue;
+    if (Measured(k.values.tensor_pct) && k.values.tensor_pct > 20) {
+      bf16 = &k;
+    } else if (k.name.find("gemm") != std::string::npos ||
+               k.name.find("sgemm") != std::string::npos) {
+      fp32 = &k;
+    }
+  }
+  ASSERT_NE(bf16, nullptr) << r.out;
+  ASSERT_NE(fp32, nullptr) << r.out;
+  EXPECT_EQ(bf16->bound, Bound::Compute) << bf16->name;
+  EXPECT_EQ(fp32->bound, Bound::Compute) << fp32->name;
+  EXPECT_LT(fp32->values.tensor_pct, 1.0) << fp32->name;
+  // Replayed kernels are in the trace with their durations; none is lost.
+  uint64_t replayed = 0, missing = 0;
+  for (const ProcessTrace& p : m.run.processes) {
+    missing += p.stats.missing_timestamps;
+    for (const Record& rec : p.records)
+      replayed += rec.Kind() == RecordKind::Kernel && (rec.flags & kKernelReplayed) != 0;
+  }
+  EXPECT_EQ(missing, 0u);
+  EXPECT_EQ(replayed, c.replayed_launches);
+}
+
+// PM sampling runs beside tracing: samples on the device's tracks, every kernel still recorded,
+// and the long kernels get values from the samples inside them.
+TEST(GpuCounters, SampledThroughputsBesideTracing) {
+  REQUIRE_GPU();
+  const std::string dir = FreshDir("counters_sampled");
+  Result r = KprofWith(dir, {"--metrics", "sampled", "--metrics-interval", "100"},
+                       {Bin("kernels/counter_characters"), "3"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Recorded m = Analyse(dir);
+  const CounterSummary& c = m.an.counters;
+  ASSERT_EQ(c.mode, "sampled") << r.out;
+  EXPECT_EQ(c.problem, "");
+  EXPECT_GT(c.samples, 100u);
+  EXPECT_EQ(c.sample_interval_ns, 100'000u);
+  ASSERT_FALSE(c.tracks.empty());
+  const KernelCounters* axpy = Named(c, "stream_axpy");
+  ASSERT_NE(axpy, nullptr) << r.out;
+  EXPECT_EQ(axpy->source, CounterSource::Sampled);
+  EXPECT_EQ(axpy->bound, Bound::Memory);
+  EXPECT_GT(axpy->values.dram_pct, 60.0);
+  // Tracing is whole: 3 rounds of 7 kernels, plus the 9 that fill the buffers.
+  uint64_t kernels = 0;
+  for (const ProcessTrace& p : m.run.processes)
+    for (const Record& rec : p.records) kernels += rec.Kind() == RecordKind::Kernel;
+  EXPECT_GE(kernels, 3u * 7u + 9u);
+}
+
+// Without a regex, the top N kernels of the trace so far are replayed, each at most
+// --metrics-launches times.
+TEST(GpuCounters, ReplayTakesTheTopKernelsOfTheTraceSoFar) {
+  REQUIRE_GPU();
+  const std::string dir = FreshDir("counters_top");
+  Result r = KprofWith(dir, {"--metrics", "replay:top=2", "--metrics-launches", "1"},
+                       {Bin("kernels/counter_characters"), "1000", "elementwise"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Recorded m = Analyse(dir);
+  const CounterSummary& c = m.an.counters;
+  EXPECT_LE(c.kernels.size(), 2u);
+  EXPECT_GE(c.kernels.size(), 1u) << r.out;
+  EXPECT_LE(c.replayed_launches, 2u);
+}
+
+TEST(GpuCounters, BadMetricsOptionIsAUsageError) {
+  REQUIRE_GPU();
+  const std::string dir = FreshDir("counters_bad");
+  Result r = KprofWith(dir, {"--metrics", "everything"}, {Bin("kernels/vector_add"), "1024"});
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--metrics must be"), std::string::npos) << r.out;
+}

@@ -1,0 +1,127 @@
+// Issue 12's hardware counters on H100 recordings (tests/fixtures/gpu): kernels/counter_characters
+// with every kernel replayed once (`kprof run --metrics replay --metrics-kernels .
+// --metrics-launches 1`), and examples/train_mlp.py with the top 10 kernels of the trace so far
+// replayed (`--metrics replay`); plus the classification rule on Nsight Compute's figures.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kprof/analysis.h"
+#include "kprof/counters.h"
+#include "kprof/timeline.h"
+#include "kprof/trace.h"
+
+namespace kprof {
+namespace {
+
+std::string Fixture(const std::string& name) {
+  return std::string(KPROF_SOURCE_DIR) + "/tests/fixtures/gpu/" + name;
+}
+
+const KernelCounters* Named(const CounterSummary& c, const std::string& part) {
+  for (const KernelCounters& k : c.kernels)
+    if (k.name.find(part) != std::string::npos) return &k;
+  return nullptr;
+}
+
+// The throughputs Nsight Compute measured on the same kernels (scripts/counters_bench.sh,
+// docs/benchmarks.md), classified by the rule.
+TEST(CounterClass, NsightComputesFiguresOfKnownKernels) {
+  const auto cls = [](double sm, double mem, double dram, double l2, double tensor) {
+    CounterValues v;
+    v.sm_pct = sm;
+    v.mem_pct = mem;
+    v.dram_pct = dram;
+    v.l2_pct = l2;
+    v.tensor_pct = tensor;
+    return Classify(v);
+  };
+  EXPECT_EQ(cls(87.19, 59.67, 4.47, 20.98, 0.0), Bound::Compute);     // FP32 SGEMM
+  EXPECT_EQ(cls(93.08, 94.24, 31.76, 59.18, 96.79), Bound::Compute);  // BF16 GEMM: balanced
+  EXPECT_EQ(cls(3.29, 87.50, 87.50, 77.91, 0.0), Bound::Memory);      // stream_axpy
+  EXPECT_EQ(cls(0.0, 0.22, 0.22, 0.26, 0.0), Bound::Latency);         // latency_chase
+  EXPECT_EQ(cls(8.53, 54.73, 54.73, 51.70, 0.0), Bound::Latency);     // grid-stride scale
+  // Balanced with the memory outside the SM the busier: memory-bound.
+  EXPECT_EQ(cls(70, 75, 74, 50, 10), Bound::Memory);
+  // Not measured: unknown; without the memory throughput, DRAM's stands for it.
+  EXPECT_EQ(Classify(CounterValues{}), Bound::Unknown);
+  CounterValues sampled;
+  sampled.sm_pct = 5;
+  sampled.dram_pct = 85;
+  EXPECT_EQ(Classify(sampled), Bound::Memory);
+}
+
+TEST(CounterRecordings, KernelsOfKnownCharacterAreClassified) {
+  kprof::Run run = ReadInputs({Fixture("counter_characters_replay")});
+  const Timeline tl = BuildTimeline(run);
+  AnalysisOptions o;
+  o.by = GroupBy::Kernel;
+  const Analysis an = Analyze(tl, o);
+  const CounterSummary& c = an.counters;
+  EXPECT_EQ(c.mode, "replay");
+  EXPECT_EQ(c.problem, "");
+  EXPECT_EQ(c.replayed_launches, 10u);
+  EXPECT_EQ(c.kernels.size(), 10u);
+  EXPECT_EQ(c.max_passes, 10u);
+  EXPECT_EQ(Named(c, "stream_axpy")->bound, Bound::Memory);
+  EXPECT_EQ(Named(c, "latency_chase")->bound, Bound::Latency);
+  for (const char* k : {"scale_kernel", "add_kernel", "relu_kernel"})
+    EXPECT_EQ(Named(c, k)->bound, Bound::Memory) << k;
+  const KernelCounters* sgemm = Named(c, "sm80_xmma_gemm_f32f32");
+  const KernelCounters* bf16 = Named(c, "nvjet_sm90");
+  ASSERT_NE(sgemm, nullptr);
+  ASSERT_NE(bf16, nullptr);
+  EXPECT_EQ(sgemm->bound, Bound::Compute);
+  EXPECT_EQ(bf16->bound, Bound::Compute);
+  EXPECT_LT(sgemm->values.tensor_pct, 0.01);
+  EXPECT_GT(bf16->values.tensor_pct, 90.0);
+  // The SGEMM's FP32 FLOPs as counted: 2 * 4096^3 (FFMA counted twice), within 0.1%.
+  EXPECT_NEAR(sgemm->values.flops, 2.0 * 4096 * 4096 * 4096, 2.0 * 4096 * 4096 * 4096 * 1e-3);
+  // The roofline's peaks: the H100 SXM's FP32 peak and HBM3 bandwidth at its clocks.
+  EXPECT_NEAR(sgemm->values.peak_flops_per_s / 1e12, 67.4, 1.0);
+  EXPECT_NEAR(sgemm->values.peak_dram_bytes_per_s / 1e12, 3.35, 0.05);
+  // Replayed kernels keep their records, with the replay's duration; the kernel view's rows
+  // carry the class.
+  uint64_t replayed = 0;
+  for (const Record& r : run.processes[0].records)
+    if (r.Kind() == RecordKind::Kernel && (r.flags & kKernelReplayed) != 0) {
+      ++replayed;
+      EXPECT_GT(r.DurationNs(), 0u);
+    }
+  EXPECT_EQ(replayed, 10u);
+  for (const KernelRow& k : an.kernels) {
+    if (k.name.find("stream_axpy") != std::string::npos) {
+      EXPECT_EQ(k.bound, Bound::Memory);
+    }
+  }
+}
+
+// A PyTorch training loop with the top 10 kernels of the trace so far replayed: at most 10 names,
+// at most 2 launches each (the default), the GEMMs compute-bound; kprof's replay time is never
+// priced as the program's idle time.
+TEST(CounterRecordings, PyTorchTopKernelsAndReplayTimeNotPriced) {
+  kprof::Run run = ReadInputs({Fixture("pytorch_counters")});
+  const Timeline tl = BuildTimeline(run);
+  const Analysis an = Analyze(tl);
+  const CounterSummary& c = an.counters;
+  EXPECT_EQ(c.mode, "replay");
+  EXPECT_EQ(c.kernels.size(), 10u);
+  EXPECT_EQ(c.replayed_launches, 20u);
+  for (const KernelCounters& k : c.kernels) EXPECT_LE(k.launches, 2u) << k.name;
+  const KernelCounters* top = &c.kernels.front();
+  EXPECT_EQ(top->bound, Bound::Compute) << top->name;
+  EXPECT_GT(c.replay_ns, 1'000'000'000u);
+  const ProcessTimeline& p = tl.processes[0];
+  ASSERT_FALSE(p.replays.empty());
+  for (const Gap& g : p.gaps) {
+    uint64_t inside = 0;
+    for (const NsInterval& r : p.replays)
+      if (r.first < g.end_ns && r.second > g.start_ns)
+        inside += std::min(r.second, g.end_ns) - std::max(r.first, g.start_ns);
+    EXPECT_LE(g.rest_ns + g.explained_ns(), g.Len() - std::min(g.Len(), inside) + 1)
+        << "gap at " << g.start_ns;
+  }
+}
+
+}  // namespace
+}  // namespace kprof
