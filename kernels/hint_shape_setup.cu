@@ -5,8 +5,10 @@
 // and loads the module, as libraries that generate code per shape do (Triton, cuDNN's runtime
 // fusion, CuPy). Each of STEPS steps (NVTX range step) queues a 300 us kernel (prep) and then
 // calls the op on a 1024-row matrix whose row length grows every STEPS / SHAPES steps (1024,
-// 2048, ...: a sequence that grows, as in decoding). The GPU idles while each new length is
-// compiled (tens of ms each). Expected top hint: shape-setup.
+// 2048, ...: a sequence that grows, as in decoding) and then waits for the step's result, as a
+// decoder waits for each token (without the wait, queued steps would hide part of each compile
+// and the saving would vary from run to run). The GPU idles while each new length is compiled
+// (tens of ms each). Expected top hint: shape-setup.
 // --fixed: the hint's fix, bucketed shapes. The op's kernel is generated once for the largest
 // bucket and takes the row length at run time: one set-up, at the first call, in both modes.
 // One step before the timed part in both modes (the prep kernel's module); links NVRTC and the
@@ -172,6 +174,7 @@ int main(int argc, char** argv) {
     CHECK_LAUNCH();
     const int cols = static_cast<int>(1024 * std::min(shapes, 1 + i / per_shape));
     softmax(x, rows, cols);
+    CHECK(cudaStreamSynchronize(nullptr));
     nvtxRangePop();
   }
   CHECK(cudaDeviceSynchronize());

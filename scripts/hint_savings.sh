@@ -83,6 +83,14 @@ for w in "${WORKLOADS[@]}"; do
   fixed=$(fixed_cmd "$cmd")
   start=$SECONDS
   if [[ $rule != *pytorch-off ]]; then  # the plain runs of train_mlp are taken once
+    # WARMUP (default 1) unrecorded rounds first: a fresh machine's first runs fill caches
+    # (NVRTC's, cuBLAS's, the page cache) that the measured rounds would otherwise pay unevenly.
+    for _ in $(seq "${WARMUP:-1}"); do
+      # shellcheck disable=SC2086
+      timeout 120 $cmd > /dev/null 2>&1
+      # shellcheck disable=SC2086
+      timeout 120 $fixed > /dev/null 2>&1
+    done
     for r in $(seq "$ROUNDS"); do
       # shellcheck disable=SC2086
       run_plain "$rule" planted "$r" $cmd
