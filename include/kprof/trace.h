@@ -57,6 +57,9 @@ struct ProcessTrace {
   uint64_t torn_tail_bytes = 0;
 
   const std::string& Name(const Record& r) const { return strings.Get(r.name); }
+  /// A meta value, "" when absent; as an unsigned number, 0 when absent or not a number.
+  const std::string& Meta(const std::string& key) const;
+  uint64_t MetaU64(const std::string& key) const;
   std::string Label() const;  ///< "pid 1234" or "rank 1 (pid 1234)"
 };
 

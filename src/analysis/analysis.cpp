@@ -30,11 +30,6 @@ std::string StreamKey(uint16_t dev, uint32_t stream) {
   return "dev " + std::to_string(dev) + " stream " + std::to_string(stream);
 }
 
-uint64_t MetaU64(const ProcessTrace& p, const std::string& key) {
-  auto it = p.meta.find(key);
-  return it == p.meta.end() ? 0 : std::strtoull(it->second.c_str(), nullptr, 10);
-}
-
 void SortRows(std::vector<GroupRow>& rows, AnalysisOptions::Sort sort) {
   std::sort(rows.begin(), rows.end(), [sort](const GroupRow& x, const GroupRow& y) {
     switch (sort) {
@@ -616,8 +611,8 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
         continue;
       d.name = value;
       std::string pre = "device." + id_s + ".";
-      d.sm_count = static_cast<uint32_t>(MetaU64(p, pre + "sm_count"));
-      d.memory_bytes = MetaU64(p, pre + "memory_bytes");
+      d.sm_count = static_cast<uint32_t>(p.MetaU64(pre + "sm_count"));
+      d.memory_bytes = p.MetaU64(pre + "memory_bytes");
       auto cc = p.meta.find(pre + "cc");
       if (cc != p.meta.end()) d.compute_capability = cc->second;
       S.devices.push_back(d);

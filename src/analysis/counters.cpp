@@ -147,16 +147,6 @@ CounterValues CounterMean::Mean() const {
 
 namespace {
 
-uint64_t MetaU64(const ProcessTrace& p, const char* key) {
-  auto it = p.meta.find(key);
-  return it == p.meta.end() ? 0 : std::strtoull(it->second.c_str(), nullptr, 10);
-}
-
-std::string MetaStr(const ProcessTrace& p, const char* key) {
-  auto it = p.meta.find(key);
-  return it == p.meta.end() ? std::string() : it->second;
-}
-
 // Adds `part` to a comma-separated list unless it is there.
 void AddListed(std::string& list, const std::string& part) {
   if (part.empty()) return;
@@ -184,11 +174,11 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
   std::vector<std::string_view> order;  // first seen, for a stable tie order
   for (const ProcessTimeline& pt : tl.processes) {
     const ProcessTrace& p = *pt.process;
-    AddListed(out.mode, MetaStr(p, "counters"));
-    const std::string problem = MetaStr(p, "counters_problem");
+    AddListed(out.mode, p.Meta("counters"));
+    const std::string& problem = p.Meta("counters_problem");
     if (!problem.empty() && out.problem.find(problem) == std::string::npos)
       out.problem += (out.problem.empty() ? "" : "; ") + problem;
-    out.sample_interval_ns = std::max(out.sample_interval_ns, MetaU64(p, "counters_interval_ns"));
+    out.sample_interval_ns = std::max(out.sample_interval_ns, p.MetaU64("counters_interval_ns"));
 
     // Replay: the metrics of each measured launch, by correlation id.
     std::unordered_map<uint32_t, CounterValues> replayed;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -149,6 +150,16 @@ void StringTable::Set(uint32_t id, std::string s) {
   index_.emplace(s, id);  // first definition of a text wins for Intern()
   strings_[id] = std::move(s);
   defined_[id] = true;
+}
+
+const std::string& ProcessTrace::Meta(const std::string& key) const {
+  static const std::string kNone;
+  auto it = meta.find(key);
+  return it == meta.end() ? kNone : it->second;
+}
+
+uint64_t ProcessTrace::MetaU64(const std::string& key) const {
+  return std::strtoull(Meta(key).c_str(), nullptr, 10);
 }
 
 std::string ProcessTrace::Label() const {
