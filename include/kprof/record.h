@@ -128,6 +128,7 @@ enum class OverheadKind : uint8_t {
   UvmActivityInit = 8,
   DriverCompiler = 9,
   CounterReplay = 10,  ///< kprof replaying a kernel for its counters (--metrics replay)
+  CounterSetup = 11,   ///< kprof setting up PM sampling on a device (--metrics sampled)
 };
 
 /// GraphLaunch.flags bit 0: the graph was launched from the device, by a kernel of graph `c`.

@@ -71,9 +71,9 @@ void CUPTIAPI OnCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_
   if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
   if (OnGraphCallback(cbid, data)) return;
   if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
-    // PM sampling stops with the first context to go: at exit CUDA tears down before the
-    // agent's own exit handler runs, and sampling must not outlive the driver's state.
-    StopCounters();
+    // PM sampling stops with the first context to go (at exit CUDA tears down before the
+    // agent's own exit handler runs; sampling stopped earlier, in its own exit handler).
+    StopCounters(false);
     if (A().active) {
       KPROF_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
       A().flushes++;

@@ -54,6 +54,9 @@ struct Agent {
   // Buffers handed to CUPTI and not yet returned, each with the number of its lending (a buffer
   // comes back and is lent again).
   std::unordered_map<uint8_t*, uint64_t> lent;
+  // Writer thread: kernel records without times whose replay had not ended (counters.h).
+  std::vector<Record> deferred;
+  std::atomic<uint64_t> forced_flushes{0};  // by the flusher, CUPTI holding too many buffers
   uint64_t lendings = 0;
   size_t allocated = 0;
   bool pool_closed = false;  // the writer has stopped: no buffer comes back, none is handed out

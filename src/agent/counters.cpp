@@ -52,12 +52,16 @@ struct Settings {
   bool sampled = false, replay = false;
   uint64_t interval_ns = 200'000;
   size_t top = 10;
-  uint64_t launches = 2;  // per kernel name
+  uint64_t launches = 1;  // per kernel name
   bool use_regex = false;
   std::regex regex;
   std::unordered_set<std::string> named;  // from an earlier run (mangled or display names)
 };
 Settings g_set;
+// KPROF_COUNTERS_DEBUG=1: each PM sampling decode is described on stderr (docs/counters.md).
+bool g_debug = false;
+// KPROF_REPLAY_KEEP_ENABLED=1: the range profiler stays enabled between replays (for testing).
+bool g_keep_enabled = false;
 
 // Problems, said once each, kept for the meta written at the end.
 std::mutex g_problem_mu;
@@ -169,6 +173,26 @@ bool ImageOf(CUpti_Profiler_Host_Object* h, std::vector<uint8_t>& image, size_t*
 // `single_pass`, also leaving out those that would need a second pass (PM sampling).
 bool Configure(CUpti_ProfilerType type, const std::string& chip, const std::vector<uint8_t>& avail,
                const std::vector<CounterMetric>& wanted, bool single_pass, HostConfig& out) {
+  // Each host object costs a set-up: the whole list first, one metric at a time only when the
+  // chip refuses it.
+  {
+    CUpti_Profiler_Host_Object* h = NewHost(type, chip, avail);
+    if (h == nullptr) return false;
+    std::vector<std::string> all;
+    std::vector<const char*> ptrs;
+    for (const CounterMetric& m : wanted) all.emplace_back(m.name);
+    for (const std::string& n : all) ptrs.push_back(n.c_str());
+    size_t passes = 0;
+    if (AddMetrics(h, ptrs) && ImageOf(h, out.image, &passes) && (!single_pass || passes == 1)) {
+      out.host = h;
+      out.names = std::move(all);
+      for (const std::string& n : out.names) out.ptrs.push_back(n.c_str());
+      out.passes = passes;
+      return true;
+    }
+    FreeHost(h);
+    out.image.clear();
+  }
   for (const CounterMetric& m : wanted) {
     const std::string name(m.name);
     if (std::find(out.names.begin(), out.names.end(), name) != out.names.end()) continue;
@@ -223,28 +247,58 @@ struct Sampler {
   std::vector<uint8_t> data, blank;  // the counter data image and a freshly initialised copy
   uint64_t started_ns = 0;
   uint32_t next_index = 0;
+  uint64_t last_end_ns = 0;  // of the last sample kept
+  uint64_t lost_ns = 0;      // holes between samples: time not sampled
   bool running = false;
 };
 
-constexpr size_t kSamplesPerDecode = 2000;
 constexpr size_t kHardwareBufferBytes = size_t{64} << 20;
 constexpr int kDecodePeriodMs = 50;
 
+// The counter data image holds what a decode period brings, four times over: samples that do
+// not fit wait for the next round, and on the H100 a decode that filled the image lost the
+// samples of the next 15-17 ms (at 500 samples per image and a 100 us interval).
+size_t SamplesPerDecode(uint64_t interval_ns) {
+  const uint64_t per_period = uint64_t{kDecodePeriodMs} * 1'000'000 / interval_ns;
+  return static_cast<size_t>(std::clamp<uint64_t>(4 * per_period, 1000, 5000));
+}
+
+// Samplers are started on the program's thread, in the callback of a device's first context
+// (the program waits for it, once per device, and cannot exit meanwhile: a set-up on a thread
+// of its own was still inside CUPTI's host library when a short program exited, and crashed
+// it); a thread of the agent's own decodes every kDecodePeriodMs; the last decode and the stop
+// run in an exit handler registered once the first sampler runs, so before the exit handlers
+// of CUPTI's host library and of the CUDA runtime (which ran before the agent's own and tore
+// down what the stop needs).
 struct SamplingState {
-  std::mutex mu;
+  std::mutex start_mu;  // starting samplers (context callbacks)
+  std::unordered_set<uint32_t> devices_tried;
+  bool exit_handler = false;
+  std::mutex samplers_mu;  // held while decoding, adding or stopping samplers
+  std::vector<std::unique_ptr<Sampler>> samplers;
+  std::mutex mu;  // the thread's state
   std::condition_variable cv;
-  std::vector<uint32_t> devices_seen;  // contexts created on these devices (callback)
-  bool stop = false;
-  bool stopped = false;
   std::thread thread;
-  std::vector<Sampler> samplers;  // sampling thread only
+  pid_t thread_pid = 0;  // the process the thread runs in (a forked child has none)
+  bool stop = false, stopped = false;
+  bool context_gone = false;  // a context was destroyed: no more CUPTI calls for sampling
+  bool finished = false;      // stopped and the last samples decoded (or given up)
 };
 SamplingState& Sampling() {
   static auto* s = new SamplingState();  // leaked, as the agent's state
   return *s;
 }
 
+// KPROF_COUNTERS_DEBUG: how long each step of a set-up took.
+void Step(const char* what, uint64_t& t) {
+  if (!g_debug) return;
+  const uint64_t now = Now();
+  std::fprintf(stderr, "kprof agent: counters: %s: %.1f ms\n", what, (now - t) * 1e-6);
+  t = now;
+}
+
 bool StartSampler(uint32_t device, Sampler& s) {
+  uint64_t t = Now();
   s.device = device;
   const std::string chip = ChipName(device);
   if (chip.empty()) return false;
@@ -272,8 +326,10 @@ bool StartSampler(uint32_t device, Sampler& s) {
   ca.pCounterAvailabilityImage = avail.data();
   if (!Ok(cuptiPmSamplingGetCounterAvailability(&ca), "cuptiPmSamplingGetCounterAvailability"))
     return false;
+  Step("chip, support and counter availability", t);
   if (!Configure(CUPTI_PROFILER_TYPE_PM_SAMPLING, chip, avail, SampledMetrics(), true, s.config))
     return false;
+  Step("host configuration", t);
   KPROF_PARAMS(CUpti_PmSampling_Enable_Params, en);
   en.deviceIndex = device;
   if (!Ok(cuptiPmSamplingEnable(&en), "cuptiPmSamplingEnable")) return false;
@@ -286,12 +342,14 @@ bool StartSampler(uint32_t device, Sampler& s) {
   sc.samplingInterval = g_set.interval_ns;
   sc.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
   sc.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
+  Step("enable", t);
   if (!Ok(cuptiPmSamplingSetConfig(&sc), "cuptiPmSamplingSetConfig")) return false;
+  Step("set config", t);
   KPROF_PARAMS(CUpti_PmSampling_GetCounterDataSize_Params, cs);
   cs.pPmSamplingObject = s.obj;
   cs.pMetricNames = s.config.ptrs.data();
   cs.numMetrics = s.config.ptrs.size();
-  cs.maxSamples = kSamplesPerDecode;
+  cs.maxSamples = SamplesPerDecode(g_set.interval_ns);
   if (!Ok(cuptiPmSamplingGetCounterDataSize(&cs), "cuptiPmSamplingGetCounterDataSize"))
     return false;
   s.data.assign(cs.counterDataSize, 0);
@@ -303,16 +361,22 @@ bool StartSampler(uint32_t device, Sampler& s) {
           "cuptiPmSamplingCounterDataImageInitialize"))
     return false;
   s.blank = s.data;
+  Step("counter data image", t);
   s.started_ns = Now();
   KPROF_PARAMS(CUpti_PmSampling_Start_Params, st);
   st.pPmSamplingObject = s.obj;
   if (!Ok(cuptiPmSamplingStart(&st), "cuptiPmSamplingStart")) return false;
+  Step("start", t);
   s.running = true;
   return true;
 }
 
 // Decodes what the hardware holds into records; returns false when decoding failed.
 bool Decode(Sampler& s, bool until_empty) {
+  const uint64_t decode_start_ns = Now();
+  if (g_debug)
+    std::fprintf(stderr, "kprof agent: counters: decode device %u at %+.3f s begins\n", s.device,
+                 (decode_start_ns - s.started_ns) * 1e-9);
   for (int round = 0; round < 1000; ++round) {
     KPROF_PARAMS(CUpti_PmSampling_DecodeData_Params, dd);
     dd.pPmSamplingObject = s.obj;
@@ -331,6 +395,8 @@ bool Decode(Sampler& s, bool until_empty) {
     if (!Ok(cuptiPmSamplingGetCounterDataInfo(&gi), "cuptiPmSamplingGetCounterDataInfo"))
       return false;
     std::vector<double> values;
+    size_t kept = 0, early = 0;
+    uint64_t first_ns = 0, last_ns = 0;
     for (size_t i = 0; i < gi.numCompletedSamples; ++i) {
       KPROF_PARAMS(CUpti_PmSampling_CounterData_GetSampleInfo_Params, si);
       si.pPmSamplingObject = s.obj;
@@ -341,7 +407,16 @@ bool Decode(Sampler& s, bool until_empty) {
               "cuptiPmSamplingCounterDataGetSampleInfo"))
         return false;
       // The first sample runs from the configuration to the first trigger: not a sample.
-      if (si.startTimestamp < s.started_ns || si.endTimestamp <= si.startTimestamp) continue;
+      if (si.startTimestamp < s.started_ns || si.endTimestamp <= si.startTimestamp) {
+        ++early;
+        continue;
+      }
+      if (kept++ == 0) first_ns = si.startTimestamp;
+      last_ns = si.endTimestamp;
+      const uint64_t len = si.endTimestamp - si.startTimestamp;
+      if (s.last_end_ns != 0 && si.startTimestamp > s.last_end_ns + len / 2)
+        s.lost_ns += si.startTimestamp - s.last_end_ns;
+      s.last_end_ns = std::max(s.last_end_ns, si.endTimestamp);
       if (!Evaluate(s.config, s.data, i, values)) return false;
       for (size_t m = 0; m < values.size(); ++m) {
         if (!std::isfinite(values[m])) continue;
@@ -356,6 +431,16 @@ bool Decode(Sampler& s, bool until_empty) {
       }
       ++s.next_index;
     }
+    if (g_debug)
+      std::fprintf(stderr,
+                   "kprof agent: counters: decode device %u at %+.3f s: stop reason %d, overflow "
+                   "%d, %zu populated, %zu completed, %zu kept (%.3f..%.3f s), %zu before start, "
+                   "%.1f ms\n",
+                   s.device, (Now() - s.started_ns) * 1e-9, static_cast<int>(dd.decodeStopReason),
+                   static_cast<int>(dd.overflow), gi.numPopulatedSamples, gi.numCompletedSamples,
+                   kept, kept ? (first_ns - s.started_ns) * 1e-9 : 0.0,
+                   kept ? (last_ns - s.started_ns) * 1e-9 : 0.0, early,
+                   (Now() - decode_start_ns) * 1e-6);
     s.data = s.blank;  // the image, initialised again (a copy is faster than initialising)
     if (dd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS) return true;
     if (gi.numPopulatedSamples == 0) return true;  // nothing more is coming
@@ -367,18 +452,19 @@ bool Decode(Sampler& s, bool until_empty) {
 }
 
 void StopSampler(Sampler& s) {
-  if (s.obj == nullptr) return;
-  if (s.running) {
-    KPROF_PARAMS(CUpti_PmSampling_Stop_Params, sp);
-    sp.pPmSamplingObject = s.obj;
-    Ok(cuptiPmSamplingStop(&sp), "cuptiPmSamplingStop");
-    Decode(s, true);
-    s.running = false;
+  if (s.obj != nullptr) {
+    if (s.running) {
+      KPROF_PARAMS(CUpti_PmSampling_Stop_Params, sp);
+      sp.pPmSamplingObject = s.obj;
+      Ok(cuptiPmSamplingStop(&sp), "cuptiPmSamplingStop");
+      Decode(s, true);
+      s.running = false;
+    }
+    KPROF_PARAMS(CUpti_PmSampling_Disable_Params, di);
+    di.pPmSamplingObject = s.obj;
+    Ok(cuptiPmSamplingDisable(&di), "cuptiPmSamplingDisable");
+    s.obj = nullptr;
   }
-  KPROF_PARAMS(CUpti_PmSampling_Disable_Params, di);
-  di.pPmSamplingObject = s.obj;
-  Ok(cuptiPmSamplingDisable(&di), "cuptiPmSamplingDisable");
-  s.obj = nullptr;
   FreeHost(s.config.host);
   s.config.host = nullptr;
 }
@@ -386,36 +472,94 @@ void StopSampler(Sampler& s) {
 void SamplingLoop() {
   BlockSignalsInThisThread();
   SamplingState& st = Sampling();
-  std::unordered_set<uint32_t> started;
   std::unique_lock<std::mutex> lock(st.mu);
   while (true) {
-    st.cv.wait_for(lock, std::chrono::milliseconds(kDecodePeriodMs));
-    std::vector<uint32_t> fresh;
-    fresh.swap(st.devices_seen);
-    const bool stop = st.stop;
+    st.cv.wait_for(lock, std::chrono::milliseconds(kDecodePeriodMs), [&] { return st.stop; });
+    if (st.stop) break;
     lock.unlock();
-    for (uint32_t dev : fresh) {
-      if (!started.insert(dev).second) continue;
-      if (!InitProfiler()) break;
-      st.samplers.emplace_back();
-      if (!StartSampler(dev, st.samplers.back())) {
-        StopSampler(st.samplers.back());
-        st.samplers.pop_back();
-      }
-    }
-    for (Sampler& s : st.samplers)
-      if (s.running && !Decode(s, false)) StopSampler(s);
-    if (stop) {
-      // Not stopped through CUPTI: at exit, cuptiPmSamplingStop and what follows crashed the
-      // process on the H100 (CUDA tears down first); the samples of the last period are lost.
-      // StopSampler is for a sampler that fails while the program runs.
-      lock.lock();
-      st.stopped = true;
-      st.cv.notify_all();
-      return;
+    {
+      std::lock_guard<std::mutex> guard(st.samplers_mu);
+      for (auto& sp : st.samplers)
+        if (sp->running && !Decode(*sp, false)) StopSampler(*sp);
     }
     lock.lock();
   }
+  st.stopped = true;
+  st.cv.notify_all();
+}
+
+// Stops the decoding thread; with `last`, then decodes what is left and stops the samplers
+// (CUDA must still be up). Without, returns at once: it is called in a context's destruction,
+// where a decode waited on the driver until the agent's exit timeout.
+void StopSampling(bool last) {
+  SamplingState& st = Sampling();
+  bool done = false;
+  {
+    std::unique_lock<std::mutex> lock(st.mu);
+    if (st.finished || !st.thread.joinable() || st.thread_pid != getpid()) return;
+    st.stop = true;
+    st.cv.notify_all();
+    if (!last) {
+      st.context_gone = true;
+      return;
+    }
+    done = st.cv.wait_for(lock, std::chrono::milliseconds(kExitFlushTimeoutMs),
+                          [&] { return st.stopped; });
+    st.finished = true;
+  }
+  if (!done) {
+    st.thread.detach();
+    Problem("PM sampling did not stop in time: the last samples are missing");
+    return;
+  }
+  st.thread.join();
+  std::lock_guard<std::mutex> guard(st.samplers_mu);
+  if (!st.context_gone)
+    for (auto& sp : st.samplers) StopSampler(*sp);
+  for (auto& sp : st.samplers)
+    if (sp->lost_ns > 0)
+      Problem("PM sampling on device " + std::to_string(sp->device) + " lost " +
+              std::to_string(sp->lost_ns / 1'000'000) +
+              " ms between samples (decoding fell behind; a longer --metrics-interval keeps up)");
+}
+
+void StopSamplingAtExit() { StopSampling(true); }
+
+// A device's first context: starts its sampler, on the program's thread (see SamplingState).
+void StartSampling(uint32_t device) {
+  SamplingState& st = Sampling();
+  std::lock_guard<std::mutex> lock(st.start_mu);
+  if (!st.devices_tried.insert(device).second) return;
+  {
+    std::lock_guard<std::mutex> state(st.mu);
+    if (st.stop) return;
+  }
+  const uint64_t t0 = Now();
+  if (!InitProfiler()) return;
+  auto sp = std::make_unique<Sampler>();
+  const bool ok = StartSampler(device, *sp);
+  if (!ok) StopSampler(*sp);
+  Record over;  // the program waited for kprof: not the program's own time
+  over.kind = static_cast<uint8_t>(RecordKind::Overhead);
+  over.device = kNoDevice;
+  over.start_ns = t0;
+  over.end_ns = Now();
+  over.a = static_cast<uint32_t>(OverheadKind::CounterSetup);
+  Emit(over, "Counter Setup");
+  if (g_debug)
+    std::fprintf(stderr, "kprof agent: counters: PM sampling set up on device %u in %.1f ms%s\n",
+                 device, (over.end_ns - t0) * 1e-6, ok ? "" : " (failed)");
+  if (!ok) return;
+  {
+    std::lock_guard<std::mutex> guard(st.samplers_mu);
+    st.samplers.push_back(std::move(sp));
+  }
+  std::lock_guard<std::mutex> state(st.mu);
+  if (!st.thread.joinable()) {
+    st.thread_pid = getpid();
+    st.thread = std::thread(SamplingLoop);
+  }
+  if (!st.exit_handler) st.exit_handler = std::atexit(StopSamplingAtExit) == 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -429,11 +573,19 @@ struct ReplayContext {
   bool ok = false;
 };
 
+// Locks: `mu` guards the selection and is never held across a CUPTI call; `replay_mu` is held
+// from a replayed launch's enter callback to its exit and only ever tried (a launch on another
+// thread meanwhile runs unreplayed: a thread that waited inside its launch callback could hold
+// what the replay needs). The range profilers are disabled in an exit handler registered once
+// the first is set up, so before the CUDA runtime tears the contexts down.
 struct ReplayState {
-  std::mutex mu;  // held from a selected launch's enter to its exit: replays run one at a time
-  std::unordered_map<CUcontext, ReplayContext> contexts;
-  std::unordered_map<std::string, uint64_t> profiled;  // launches replayed per kernel name
-  std::unordered_map<std::string, bool> matches;       // regex / named list, per kernel name
+  std::mutex mu;
+  bool closed = false;  // the exit handler ran: no more replays
+  bool exit_handler = false;
+  std::timed_mutex replay_mu;
+  std::unordered_map<CUcontext, ReplayContext> contexts;  // under replay_mu
+  std::unordered_map<std::string, uint64_t> profiled;     // launches replayed per kernel name
+  std::unordered_map<std::string, bool> matches;          // regex / named list, per kernel name
   // The trace so far: GPU time per kernel name, and the current top N.
   std::mutex tally_mu;
   std::unordered_map<std::string, uint64_t> tally;
@@ -476,10 +628,27 @@ bool Selected(ReplayState& rs, const std::string& name) {
   return rs.top.count(name) > 0;
 }
 
+ReplayContext* SetUpReplay(ReplayContext& c, CUcontext ctx);
+ReplayContext* EnableReplay(ReplayContext& c, CUcontext ctx);
+
 ReplayContext* ContextFor(ReplayState& rs, CUcontext ctx) {
   auto [it, fresh] = rs.contexts.try_emplace(ctx);
   ReplayContext& c = it->second;
-  if (!fresh) return c.ok ? &c : nullptr;
+  if (!fresh) {
+    if (!c.ok) return nullptr;
+    if (c.obj != nullptr) return &c;
+    c.ok = false;
+    return EnableReplay(c, ctx);  // disabled after its last replay
+  }
+  const uint64_t t0 = Now();
+  ReplayContext* out = SetUpReplay(c, ctx);
+  if (g_debug)
+    std::fprintf(stderr, "kprof agent: counters: replay set up in %.1f ms%s\n", (Now() - t0) * 1e-6,
+                 out != nullptr ? "" : " (failed)");
+  return out;
+}
+
+ReplayContext* SetUpReplay(ReplayContext& c, CUcontext ctx) {
   if (!InitProfiler()) return nullptr;
   uint32_t device = 0;
   if (!Ok(cuptiGetDeviceId(ctx, &device), "cuptiGetDeviceId")) return nullptr;
@@ -496,6 +665,11 @@ ReplayContext* ContextFor(ReplayState& rs, CUcontext ctx) {
     return nullptr;
   if (!Configure(CUPTI_PROFILER_TYPE_RANGE_PROFILER, chip, avail, ReplayMetrics(), false, c.config))
     return nullptr;
+  return EnableReplay(c, ctx);
+}
+
+// The target half of a set-up: the range profiler enabled on the context and configured.
+ReplayContext* EnableReplay(ReplayContext& c, CUcontext ctx) {
   KPROF_PARAMS(CUpti_RangeProfiler_Enable_Params, en);
   en.ctx = ctx;
   if (!Ok(cuptiRangeProfilerEnable(&en), "cuptiRangeProfilerEnable")) return nullptr;
@@ -544,29 +718,73 @@ bool IsLaunch(CUpti_CallbackId cbid) {
          cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz;
 }
 
+void DisableReplay(ReplayContext& c) {
+  if (c.obj == nullptr) return;
+  KPROF_PARAMS(CUpti_RangeProfiler_Disable_Params, di);
+  di.pRangeProfilerObject = c.obj;
+  Ok(cuptiRangeProfilerDisable(&di), "cuptiRangeProfilerDisable");
+  c.obj = nullptr;
+}
+
+void StopReplayAtExit() {
+  ReplayState& rs = Replay();
+  {
+    std::lock_guard<std::mutex> lock(rs.mu);
+    rs.closed = true;
+  }
+  // A replay still running on another thread ends within its launch.
+  if (!rs.replay_mu.try_lock_for(std::chrono::milliseconds(kExitFlushTimeoutMs))) return;
+  for (auto& [ctx, c] : rs.contexts) {
+    DisableReplay(c);
+    FreeHost(c.config.host);
+    c.config.host = nullptr;
+    c.ok = false;
+  }
+  rs.replay_mu.unlock();
+}
+
 void OnLaunchEnter(const CUpti_CallbackData& cb) {
   if (cb.symbolName == nullptr || cb.context == nullptr) return;
   ReplayState& rs = Replay();
   const std::string name = cb.symbolName;
   const uint64_t enter_ns = Now();  // kprof's cost includes setting the profiler up
-  rs.mu.lock();
-  ReplayContext* c = Selected(rs, name) ? ContextFor(rs, cb.context) : nullptr;
+  {
+    std::lock_guard<std::mutex> lock(rs.mu);
+    if (rs.closed || !Selected(rs, name)) return;
+  }
+  if (!rs.replay_mu.try_lock()) return;  // another thread is replaying
+  bool still = false;                    // (checked again: it may have been replayed meanwhile)
+  {
+    std::lock_guard<std::mutex> lock(rs.mu);
+    still = !rs.closed && Selected(rs, name);
+  }
+  ReplayContext* c = still ? ContextFor(rs, cb.context) : nullptr;  // under replay_mu
   if (c == nullptr) {
-    rs.mu.unlock();
+    rs.replay_mu.unlock();
     return;
   }
   KPROF_PARAMS(CUpti_RangeProfiler_Start_Params, st);
   st.pRangeProfilerObject = c->obj;
   if (!Ok(cuptiRangeProfilerStart(&st), "cuptiRangeProfilerStart")) {
     c->ok = false;  // this context replays no more
-    rs.mu.unlock();
+    rs.replay_mu.unlock();
     return;
   }
-  ++rs.profiled[name];
+  {
+    std::lock_guard<std::mutex> lock(rs.mu);
+    ++rs.profiled[name];
+    if (!rs.exit_handler) rs.exit_handler = std::atexit(StopReplayAtExit) == 0;
+  }
+  {
+    // Pending until the exit callback: a (forced) flush can hand the kernel's record to the
+    // writer before then, which then keeps it back.
+    std::lock_guard<std::mutex> lock(rs.times_mu);
+    rs.times[cb.correlationId] = {0, 0};
+  }
   t_replaying = true;
   t_ctx = cb.context;
   t_enter_ns = enter_ns;
-  // rs.mu stays locked until this launch's exit callback, on this thread.
+  // replay_mu stays locked until this launch's exit callback, on this thread.
 }
 
 void OnLaunchExit(const CUpti_CallbackData& cb) {
@@ -585,6 +803,9 @@ void OnLaunchExit(const CUpti_CallbackData& cb) {
   gi.counterDataImageSize = c.data.size();
   ok = ok && Ok(cuptiRangeProfilerGetCounterDataInfo(&gi), "cuptiRangeProfilerGetCounterDataInfo");
   const uint64_t exit_ns = Now();
+  if (g_debug)
+    std::fprintf(stderr, "kprof agent: counters: replay of %s: %.1f ms\n",
+                 cb.symbolName != nullptr ? cb.symbolName : "?", (exit_ns - t_enter_ns) * 1e-6);
   std::vector<double> values;
   if (ok && gi.numTotalRanges >= 1 && Evaluate(c.config, c.data, 0, values)) {
     if (sp.isAllPassSubmitted == 0) Problem("a kernel replay did not submit all its passes");
@@ -602,12 +823,16 @@ void OnLaunchExit(const CUpti_CallbackData& cb) {
       if (c.config.names[m] == kKernelDurationMetric)
         duration = static_cast<uint64_t>(std::max(0.0, values[m]));
     }
+    std::lock_guard<std::mutex> lock(rs.times_mu);
     if (duration > 0) {
-      std::lock_guard<std::mutex> lock(rs.times_mu);
       rs.times[cb.correlationId] = {exit_ns, duration};
+    } else {
+      rs.times.erase(cb.correlationId);
     }
-  } else if (ok) {
-    Problem("a kernel replay measured no range");
+  } else {
+    if (ok) Problem("a kernel replay measured no range");
+    std::lock_guard<std::mutex> lock(rs.times_mu);
+    rs.times.erase(cb.correlationId);
   }
   Record over;
   over.kind = static_cast<uint8_t>(RecordKind::Overhead);
@@ -618,7 +843,12 @@ void OnLaunchExit(const CUpti_CallbackData& cb) {
   over.correlation = cb.correlationId;
   Emit(over, "Counter Replay");
   c.data = c.blank;  // in place: CUPTI writes into the image SetConfig was given
-  rs.mu.unlock();
+  if (!g_keep_enabled) {
+    // Not left enabled between replays: on the H100 a program hung in a later launch within
+    // seconds of the last replay while the profiler stayed enabled (CUPTI 13.0).
+    DisableReplay(c);
+  }
+  rs.replay_mu.unlock();
 }
 
 std::atomic<bool> g_started{false};
@@ -648,9 +878,11 @@ bool ConfigureCounters() {
     const unsigned long long n = std::strtoull(v, nullptr, 10);
     return n >= lo && n <= hi ? static_cast<uint64_t>(n) : fallback;
   };
+  g_debug = std::getenv("KPROF_COUNTERS_DEBUG") != nullptr;
+  g_keep_enabled = std::getenv("KPROF_REPLAY_KEEP_ENABLED") != nullptr;
   g_set.interval_ns = number("KPROF_METRICS_INTERVAL_US", 10, 1'000'000, 200) * 1000;
   g_set.top = number("KPROF_METRICS_TOP", 1, 1000, 10);
-  g_set.launches = number("KPROF_METRICS_LAUNCHES", 1, 1000, 2);
+  g_set.launches = number("KPROF_METRICS_LAUNCHES", 1, 1000, 1);
   if (const char* re = std::getenv("KPROF_METRICS_KERNELS"); re != nullptr && *re != 0) {
     try {
       g_set.regex = std::regex(re, std::regex::ECMAScript | std::regex::optimize);
@@ -701,7 +933,6 @@ void StartCounters(CUpti_SubscriberHandle subscriber,
   // (unless KPROF_FLUSH_MS says otherwise).
   if (a.counters_top_from_trace && std::getenv("KPROF_FLUSH_MS") == nullptr)
     a.flush_period_ms = 100;
-  if (g_set.sampled) Sampling().thread = std::thread(SamplingLoop);
   g_started = true;
 }
 
@@ -712,12 +943,8 @@ bool OnCounterCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const
       const auto* rd = static_cast<const CUpti_ResourceData*>(data);
       uint32_t device = 0;
       if (g_set.sampled && rd->context != nullptr &&
-          cuptiGetDeviceId(rd->context, &device) == CUPTI_SUCCESS) {
-        SamplingState& st = Sampling();
-        std::lock_guard<std::mutex> lock(st.mu);
-        st.devices_seen.push_back(device);
-        st.cv.notify_all();
-      }
+          cuptiGetDeviceId(rd->context, &device) == CUPTI_SUCCESS)
+        StartSampling(device);
       return false;  // the agent's own context handling runs too
     }
     if (domain != CUPTI_CB_DOMAIN_DRIVER_API || !IsLaunch(cbid) || !g_set.replay) return false;
@@ -749,38 +976,25 @@ void NoteKernelTimes(std::vector<std::pair<std::string, uint64_t>>& batch) {
   for (size_t i = 0; i < n; ++i) rs.top.insert(*order[i].second);
 }
 
-bool ReplayedKernelTimes(uint32_t correlation, uint64_t* start_ns, uint64_t* end_ns) {
-  if (!g_set.replay) return false;
+ReplayTimes ReplayedKernelTimes(uint32_t correlation, uint64_t* start_ns, uint64_t* end_ns) {
+  if (!g_set.replay) return ReplayTimes::Unknown;
   ReplayState& rs = Replay();
   std::lock_guard<std::mutex> lock(rs.times_mu);
   auto it = rs.times.find(correlation);
-  if (it == rs.times.end()) return false;
+  if (it == rs.times.end()) return ReplayTimes::Unknown;
+  if (it->second.first == 0) return ReplayTimes::Pending;
   *end_ns = it->second.first;
   *start_ns = it->second.first - std::min(it->second.first, it->second.second);
   rs.times.erase(it);
-  return true;
+  return ReplayTimes::Known;
 }
 
-void StopCounters() {
-  if (!g_started) return;
-  if (g_set.sampled) {
-    SamplingState& st = Sampling();
-    std::unique_lock<std::mutex> lock(st.mu);
-    st.stop = true;
-    st.cv.notify_all();
-    const bool done = st.cv.wait_for(lock, std::chrono::milliseconds(kExitFlushTimeoutMs),
-                                     [&] { return st.stopped; });
-    lock.unlock();
-    if (st.thread.joinable()) {
-      if (done) {
-        st.thread.join();
-      } else {
-        st.thread.detach();
-        Problem("PM sampling did not stop in time: the last samples are missing");
-      }
-    }
-  }
-  g_started = false;
+void StopCounters(bool at_exit) {
+  if (!g_set.sampled && !g_set.replay) return;
+  if (g_set.sampled) StopSampling(at_exit);
+  g_started = false;  // replay ends with the first context to go
+  static std::atomic<bool> meta_written{false};
+  if (!at_exit || meta_written.exchange(true)) return;
   std::lock_guard<std::mutex> lock(g_problem_mu);
   Agent& a = A();
   std::lock_guard<std::mutex> side(a.side_mu);

@@ -22,17 +22,27 @@ namespace kprof::agent {
 /// them are written to stderr and to the file's meta (counters_problem).
 bool ConfigureCounters();
 /// Enables the callbacks the counters need on kprof's subscriber (null: none, and replay is
-/// reported as impossible) and starts the sampling thread. Meta to write goes to `meta`.
+/// reported as impossible); sampling starts with each device's first context. Meta to write goes to
+/// `meta`.
 void StartCounters(CUpti_SubscriberHandle subscriber,
                    std::vector<std::pair<std::string, std::string>>& meta);
 /// A callback for the counters (launch enter/exit, context created); false for any other.
 bool OnCounterCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
 /// Writer thread: kernel GPU time seen so far, by CUPTI's (mangled) name, for the top N.
 void NoteKernelTimes(std::vector<std::pair<std::string, uint64_t>>& batch);
+/// What the replay knows of a kernel CUPTI recorded without times.
+enum class ReplayTimes : uint8_t {
+  Unknown,  ///< not a replayed launch (or its replay measured nothing)
+  Pending,  ///< its replay has not ended yet: ask again with a later buffer
+  Known,    ///< the times are set
+};
 /// Writer thread: the times to give a kernel CUPTI recorded without (its launch was replayed):
 /// its duration as the replay measured it, ending when its launch call returned.
-bool ReplayedKernelTimes(uint32_t correlation, uint64_t* start_ns, uint64_t* end_ns);
-/// Stops sampling (the last samples are decoded) before the final flush. Idempotent.
-void StopCounters();
+ReplayTimes ReplayedKernelTimes(uint32_t correlation, uint64_t* start_ns, uint64_t* end_ns);
+/// Stops the counters. In a context's destruction (`at_exit` false): sampling's thread is told
+/// to stop, without waiting, and replay ends. At the exit, before the final flush: the sampling
+/// thread is joined (the last samples were decoded by the exit handler while CUDA was up) and
+/// the counters' problems go to the meta. Idempotent.
+void StopCounters(bool at_exit);
 
 }  // namespace kprof::agent

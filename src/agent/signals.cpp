@@ -11,6 +11,7 @@
 // flushes beside the program, which goes on at once. Only faults of the interrupted thread
 // itself (SIGSEGV, SIGBUS, SIGABRT), after which that thread cannot go on, wait in the handler.
 #include <errno.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -26,9 +28,29 @@
 
 namespace kprof::agent {
 
+namespace {
+// KPROF_AGENT_BACKTRACE=1: a fault's stack on stderr first, and SIGUSR2 sent to any thread of
+// the program prints that thread's stack (for debugging the agent, a hang above all, where no
+// debugger is at hand; docs/reliability.md).
+const bool g_backtrace = std::getenv("KPROF_AGENT_BACKTRACE") != nullptr;
+
+void PrintStack(int /*sig*/) {
+  int saved_errno = errno;
+  char head[64];
+  const int n = std::snprintf(head, sizeof head, "kprof agent: stack of thread %ld:\n",
+                              static_cast<long>(gettid()));
+  ssize_t w = write(STDERR_FILENO, head, static_cast<size_t>(n));
+  (void)w;
+  void* frames[64];
+  backtrace_symbols_fd(frames, backtrace(frames, 64), STDERR_FILENO);
+  errno = saved_errno;
+}
+}  // namespace
+
 void BlockSignalsInThisThread() {
   sigset_t all;
   sigfillset(&all);
+  if (g_backtrace) sigdelset(&all, SIGUSR2);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
 }
 
@@ -76,6 +98,11 @@ void SignalThreadLoop() {
 
 void OnSignal(int sig, siginfo_t* info, void* ctx) {
   int saved_errno = errno;
+  if (g_backtrace && Synchronous(sig)) {
+    void* frames[64];
+    const int n = backtrace(frames, 64);
+    backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  }
   Agent& a = A();
   struct sigaction& old = a.old_actions[sig];
   // A child forked without exec inherits this handler and the pipes, but not the threads:
@@ -118,6 +145,15 @@ void OnSignal(int sig, siginfo_t* info, void* ctx) {
 
 void InstallSignalHandlers() {
   Agent& a = A();
+  if (g_backtrace) {  // loads libgcc's unwinder now, not in the handler
+    void* frame = nullptr;
+    backtrace(&frame, 1);
+    struct sigaction sa {};
+    sa.sa_handler = PrintStack;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR2, &sa, nullptr);
+  }
   if (pipe2(a.sig_pipe, O_CLOEXEC) != 0 || pipe2(a.ack_pipe, O_CLOEXEC) != 0) {
     std::fprintf(stderr, "kprof agent: pipe failed: %s; no flush on signals\n",
                  std::strerror(errno));

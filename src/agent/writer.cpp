@@ -100,6 +100,30 @@ void ReturnBuffer(uint8_t* buf) {
 // ---------------------------------------------------------------------------------------------
 // Writer thread: converts completed buffers and appends blocks to the file.
 
+// Kernels without times: those whose replay has ended get its times; those whose replay is
+// still running wait for a later buffer (`last`: none comes, they count as missing).
+void TakeReplayedKernels(Agent& a, std::vector<Record>& staging, bool last) {
+  size_t kept = 0;
+  for (Record& r : a.deferred) {
+    switch (ReplayedKernelTimes(r.correlation, &r.start_ns, &r.end_ns)) {
+      case ReplayTimes::Known:
+        r.flags |= kKernelReplayed;
+        staging.push_back(r);
+        break;
+      case ReplayTimes::Pending:
+        if (!last) {
+          a.deferred[kept++] = r;
+          break;
+        }
+        [[fallthrough]];
+      case ReplayTimes::Unknown:
+        ++a.stats.missing_timestamps;
+        break;
+    }
+  }
+  a.deferred.resize(kept);
+}
+
 void ProcessBuffer(Agent& a, Interner& strings, std::vector<Record>& staging, uint8_t* buf,
                    size_t valid) {
   staging.clear();
@@ -124,10 +148,8 @@ void ProcessBuffer(Agent& a, Interner& strings, std::vector<Record>& staging, ui
         break;
       case ConvertResult::MissingTimestamp:
         // A kernel replayed for its counters: CUPTI gives it no times; the replay measured them.
-        if (out.Kind() == RecordKind::Kernel &&
-            ReplayedKernelTimes(out.correlation, &out.start_ns, &out.end_ns)) {
-          out.flags |= kKernelReplayed;
-          staging.push_back(out);
+        if (out.Kind() == RecordKind::Kernel) {
+          a.deferred.push_back(out);
           break;
         }
         ++a.stats.missing_timestamps;
@@ -139,6 +161,7 @@ void ProcessBuffer(Agent& a, Interner& strings, std::vector<Record>& staging, ui
         break;
     }
   }
+  TakeReplayedKernels(a, staging, false);
   // Strings before the records that use them; a crash between blocks leaves a readable file.
   if (tally) NoteKernelTimes(times);
   auto fresh = strings.TakeNew();
@@ -234,6 +257,19 @@ void FlusherLoop() {
     if (a.stop_flusher || !a.active) break;
     lock.unlock();
     KPROF_CUPTI(cuptiActivityFlushAll(0));
+    // CUPTI keeps asking for buffers without handing full ones back, and holds more than the
+    // soft limit: seen on the H100 after kernel replays (--metrics replay), about one buffer
+    // per flush, until every request waited and records were dropped. A forced flush hands
+    // back the partly filled ones.
+    size_t held = 0;
+    {
+      std::lock_guard<std::mutex> pool(a.pool_mu);
+      held = a.lent.size();
+    }
+    if (held >= kSoftBufferLimit) {
+      KPROF_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+      ++a.forced_flushes;
+    }
     lock.lock();
   }
   a.flusher_done = true;
@@ -294,7 +330,7 @@ void Finish(const std::string& reason) {
     return;
   }
   a.finishing = true;
-  StopCounters();  // the last PM samples, before the final flush writes them
+  StopCounters(true);  // the counters' meta (and any last samples), before the final flush
   // The buffers CUPTI holds now: the forced flush must return every one of them. Buffers it asks
   // for later hold work the program goes on doing while the file is finished (a signal is
   // handled beside the program): not written, and no sign of another CUPTI client.
@@ -336,6 +372,13 @@ void Finish(const std::string& reason) {
   }
   if (drained) {
     a.writer_thread.join();
+    // Replayed kernels still kept back: their replays have ended by now (or never will).
+    std::vector<Record> late;
+    TakeReplayedKernels(a, late, true);
+    if (!late.empty() && a.writer.write_failure() == 0) {
+      a.writer.WriteRecords(late.data(), late.size());
+      a.stats.records_written += late.size();
+    }
   } else {
     a.writer_thread.detach();
     a.finished = true;
@@ -368,6 +411,8 @@ void Finish(const std::string& reason) {
                           " foreign buffer(s) received; another CUPTI client (such as "
                           "torch.profiler) registered its own activity callbacks");
   }
+  if (a.forced_flushes > 0)
+    meta.emplace_back("forced_flushes", std::to_string(a.forced_flushes.load()));
   a.writer.WriteMeta(meta);
   a.stats.dropped_records = a.dropped;
   a.stats.buffers_completed = a.buffers_completed;

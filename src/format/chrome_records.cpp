@@ -23,7 +23,8 @@ constexpr std::string_view kOverheadKindNames[] = {"Buffer Flush",
                                                    "Activity Buffer Request",
                                                    "UVM Activity Init",
                                                    "Driver Compiler",
-                                                   "Counter Replay"};
+                                                   "Counter Replay",
+                                                   "Counter Setup"};
 
 /// The enum value named `name` in `names` (see above), else 0 (Unknown).
 template <class E, size_t N>

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/counters.h"
 #include "gtest/gtest.h"
 #include "kprof/trace.h"
 #include "test_util.h"
@@ -42,10 +43,11 @@ bool CheckCupti(CUptiResult r, const char* /*call*/, const char* /*file*/, int /
 
 // The counters (counters.cpp) are not asked for in these tests: the writer's calls into them do
 // nothing.
-void StopCounters() {}
+void StopCounters(bool) {}
 void NoteKernelTimes(std::vector<std::pair<std::string, uint64_t>>& /*batch*/) {}
-bool ReplayedKernelTimes(uint32_t /*correlation*/, uint64_t* /*start_ns*/, uint64_t* /*end_ns*/) {
-  return false;
+ReplayTimes ReplayedKernelTimes(uint32_t /*correlation*/, uint64_t* /*start_ns*/,
+                                uint64_t* /*end_ns*/) {
+  return ReplayTimes::Unknown;
 }
 
 }  // namespace kprof::agent
