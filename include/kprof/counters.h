@@ -38,11 +38,12 @@ struct CounterValues {
   double duration_ns = kNotMeasured;  ///< replay: the kernel's duration under the profiler
 };
 
-/// Classifies by the Speed Of Light throughputs, as Nsight Compute's SOL rule judges them:
-/// latency-bound when both are below kHighThroughputPct; else bound by the higher one when they
-/// are kBalancedPct or more apart; when balanced, compute-bound if the busiest SM pipe (SM or
-/// tensor) is at least as busy as DRAM and L2, else memory-bound. Unknown when either was not
-/// measured. Without the memory throughput (PM sampling), DRAM's stands for it.
+/// Classifies by the Speed Of Light throughputs, as Nsight Compute's SOL rule judges them, the
+/// SM side being the SM throughput or the tensor pipes' where higher: latency-bound when both
+/// sides are below kHighThroughputPct; else bound by the higher one when they are kBalancedPct
+/// or more apart; when balanced, compute-bound if the SM side is at least as busy as DRAM and
+/// L2, else memory-bound. Unknown when either was not measured. Without the memory throughput
+/// (PM sampling), DRAM's stands for it.
 Bound Classify(const CounterValues& v);
 
 /// Where counter values of a kernel came from.
@@ -53,7 +54,7 @@ const char* CounterSourceName(CounterSource s);  ///< "replay", "sampled", ""
 struct KernelCounters {
   std::string name;  ///< kernel display name, as the kernel view shows it
   CounterSource source = CounterSource::None;
-  uint64_t launches = 0;  ///< launches measured (replayed, or spanning enough samples)
+  uint64_t launches = 0;  ///< launches measured (replayed, or with PM samples inside)
   uint64_t gpu_ns = 0;    ///< their GPU time (the kernels' own durations)
   CounterValues values;   ///< averaged over those launches, weighted by duration
   Bound bound = Bound::Unknown;
@@ -78,6 +79,7 @@ struct CounterSummary {
   std::string problem;  ///< why counters are missing or partial (the agent's words), "" if none
   uint64_t replayed_launches = 0;
   uint64_t replay_ns = 0;  ///< host time kprof spent replaying kernels (the cost of replay)
+  uint64_t setup_ns = 0;   ///< host time the program waited for PM sampling's set-up
   uint32_t max_passes = 0;
   uint64_t samples = 0;                 ///< PM samples over all devices
   uint64_t sample_interval_ns = 0;      ///< as asked for

@@ -43,5 +43,8 @@ const std::vector<CounterMetric>& ReplayMetrics();
 const std::vector<CounterMetric>& SampledMetrics();
 /// The role of a metric name kprof asks for; false for any other name.
 bool RoleOf(std::string_view metric, CounterRole* role, double* weight);
+/// A short label of what a metric measures, with its unit ("SM throughput %"), for tracks and
+/// charts; the metric name itself for a name kprof does not ask for.
+std::string_view MetricLabel(std::string_view metric);
 
 }  // namespace kprof

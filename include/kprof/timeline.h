@@ -272,8 +272,9 @@ struct ProcessTimeline {
   std::vector<Gap> gaps;                ///< between consecutive busy intervals
   std::vector<const Record*> apis;      ///< outermost API calls (runtime, unnested driver)
   std::vector<NsInterval> alloc_calls;  ///< merged intervals of outermost alloc/free calls
-  /// Merged intervals of kprof replaying kernels for their counters (--metrics replay): kprof's
-  /// own time, which no gap's rest includes (docs/counters.md).
+  /// Merged intervals of kprof replaying kernels for their counters (--metrics replay) or
+  /// setting up PM sampling (--metrics sampled): kprof's own time, which no gap's rest includes
+  /// (docs/counters.md).
   std::vector<NsInterval> replays;
   std::vector<HostWait> waits;
   /// Display name (demangled, "(unnamed)" for none) of each string id used by a kernel; null for

@@ -43,20 +43,23 @@ const char* CounterSourceName(CounterSource s) {
 Bound Classify(const CounterValues& v) {
   const double mem = Measured(v.mem_pct) ? v.mem_pct : v.dram_pct;
   if (!Measured(v.sm_pct) || !Measured(mem)) return Bound::Unknown;
+  // The SM side: its throughput, or its tensor pipes' where higher (PM sampling's SM figure
+  // counts instructions issued, of which a tensor-core GEMM issues few; replay's SM throughput
+  // already takes the pipes into account).
+  const double compute = Measured(v.tensor_pct) ? std::max(v.sm_pct, v.tensor_pct) : v.sm_pct;
   // Nsight Compute's SOL rule: both below 60% of peak is a latency issue; 10 points or more
   // apart, the higher one bounds the kernel.
-  if (v.sm_pct < kHighThroughputPct && mem < kHighThroughputPct) return Bound::Latency;
-  if (std::abs(v.sm_pct - mem) >= kBalancedPct)
-    return v.sm_pct > mem ? Bound::Compute : Bound::Memory;
+  if (compute < kHighThroughputPct && mem < kHighThroughputPct) return Bound::Latency;
+  if (std::abs(compute - mem) >= kBalancedPct)
+    return compute > mem ? Bound::Compute : Bound::Memory;
   // Balanced: the SM's busiest pipe against the memory system outside the SM (DRAM, L2). The
   // memory throughput counts L1 and shared memory too, which a tensor-core GEMM keeps as busy
   // as its tensor pipes.
-  double pipes = v.sm_pct, outside = kNotMeasured;
-  if (Measured(v.tensor_pct)) pipes = std::max(pipes, v.tensor_pct);
+  double outside = kNotMeasured;
   for (double x : {v.dram_pct, v.l2_pct})
     if (Measured(x)) outside = Measured(outside) ? std::max(outside, x) : x;
   if (!Measured(outside)) outside = mem;
-  return pipes >= outside ? Bound::Compute : Bound::Memory;
+  return compute >= outside ? Bound::Compute : Bound::Memory;
 }
 
 double KernelCounters::Intensity() const {
@@ -163,7 +166,8 @@ void AddListed(std::string& list, const std::string& part) {
 
 struct NameAcc {
   CounterMean replay, sampled;
-  uint64_t replay_launches = 0, replay_ns = 0, sampled_launches = 0, sampled_ns = 0;
+  uint64_t replay_launches = 0, replay_ns = 0, sampled_launches = 0, sampled_ns = 0,
+           sampled_samples = 0;
 };
 
 }  // namespace
@@ -206,6 +210,8 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
         case RecordKind::Overhead:
           if (r.a == static_cast<uint32_t>(OverheadKind::CounterReplay))
             out.replay_ns += r.DurationNs();
+          if (r.a == static_cast<uint32_t>(OverheadKind::CounterSetup))
+            out.setup_ns += r.DurationNs();
           break;
         default:
           break;
@@ -248,8 +254,8 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
       }
       auto dt = device_tracks.find(k.device);
       if (dt == device_tracks.end()) continue;
-      // A kernel gets the samples that lie within it: at least kMinSamples of them, so that
-      // what it did, not its neighbours, makes the value (samples are GPU-wide).
+      // A kernel name gets the samples that lie within its launches (samples are GPU-wide: one
+      // that overlaps a neighbour says what both did), at least kMinSamples over all launches.
       CounterValues v;
       size_t inside = 0;
       for (size_t ti : dt->second) {
@@ -262,12 +268,13 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
           sum += t.value[j];
           ++n;
         }
-        if (n < kMinSamples) continue;
+        if (n == 0) continue;
         inside = std::max(inside, n);
         AddMetric(v, t.metric, sum / static_cast<double>(n));
       }
-      if (inside < kMinSamples) continue;
-      acc.sampled.Add(v, static_cast<double>(dur));
+      if (inside == 0) continue;
+      acc.sampled.Add(v, static_cast<double>(inside));  // each sample counts once
+      acc.sampled_samples += inside;
       ++acc.sampled_launches;
       acc.sampled_ns += dur;
     }
@@ -281,7 +288,7 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
       kc.launches = acc.replay_launches;
       kc.gpu_ns = acc.replay_ns;
       kc.values = acc.replay.Mean();
-    } else if (acc.sampled_launches > 0) {
+    } else if (acc.sampled_samples >= kMinSamples) {
       kc.source = CounterSource::Sampled;
       kc.launches = acc.sampled_launches;
       kc.gpu_ns = acc.sampled_ns;

@@ -11,7 +11,8 @@
 
 namespace kprof::detail {
 
-/// A kernel takes PM sampling values only from samples that lie within it, at least this many.
+/// A kernel name takes PM sampling values only from samples that lie within its launches, at
+/// least this many over all of them.
 inline constexpr size_t kMinSamples = 3;
 
 /// Adds one metric's value to `v` by the metric's role (unknown names are ignored).

@@ -50,7 +50,8 @@ void OutermostApis(const ProcessTrace& p, ProcessTimeline& t) {
   std::vector<Interval> allocs, replays;
   for (const Record& r : p.records) {
     auto k = r.Kind();
-    if (k == RecordKind::Overhead && r.a == static_cast<uint32_t>(OverheadKind::CounterReplay))
+    if (k == RecordKind::Overhead && (r.a == static_cast<uint32_t>(OverheadKind::CounterReplay) ||
+                                      r.a == static_cast<uint32_t>(OverheadKind::CounterSetup)))
       replays.emplace_back(r.start_ns, r.end_ns);
     if (k != RecordKind::RuntimeApi && k != RecordKind::DriverApi) continue;
     if (k == RecordKind::DriverApi) {

@@ -46,7 +46,8 @@ void Forward(int sig, siginfo_t* info, void*) {
   if (child > 0 && info != nullptr && info->si_code <= 0) ::kill(child, sig);
 }
 
-/// What --metrics asks for: "sampled", "replay", "replay:top=N", comma separated.
+/// What --metrics asks for: "sampled", "replay", "replay:top=N" (comma separated words parse,
+/// so that asking for both can be answered with why not).
 struct MetricsRequest {
   bool sampled = false, replay = false;
   int top = 10;
@@ -289,7 +290,7 @@ int CmdRun(const std::vector<std::string>& args) {
   int repeat = 1;
   bool quiet = false, force = false;
   std::string metrics, metrics_kernels, metrics_from;
-  int metrics_interval_us = 200, metrics_launches = 2;
+  int metrics_interval_us = 200, metrics_launches = 1;
   cli::ViewOptions v;
   app.add_option("-o,--output", out_dir, "Run directory (default runs/<date-time>)");
   app.add_option("--kinds", kinds,
@@ -308,8 +309,8 @@ int CmdRun(const std::vector<std::string>& args) {
   app.add_option("--metrics", metrics,
                  "Hardware counters: sampled = GPU-wide throughputs sampled as the program runs "
                  "(no replay); replay[:top=N] = each of the N kernels with most GPU time so far "
-                 "(default 10) replayed for its Speed Of Light counters; both, comma separated "
-                 "(docs/counters.md)");
+                 "(default 10) replayed for its Speed Of Light counters; one of the two per run: "
+                 "the GPU's counters serve one at a time (docs/counters.md)");
   app.add_option("--metrics-kernels", metrics_kernels,
                  "--metrics replay: replay the kernels whose names match this regular expression "
                  "instead of the top N");
@@ -319,7 +320,7 @@ int CmdRun(const std::vector<std::string>& args) {
                  "--metrics sampled: microseconds between samples (default 200)")
       ->check(CLI::Range(10, 1'000'000));
   app.add_option("--metrics-launches", metrics_launches,
-                 "--metrics replay: launches replayed per kernel name (default 2)")
+                 "--metrics replay: launches replayed per kernel name (default 1)")
       ->check(CLI::Range(1, 1000));
   app.add_option("--repeat", repeat, "Run the program N times (DIR/rep1..repN), for kprof diff")
       ->check(CLI::Range(1, 1000));
@@ -348,10 +349,14 @@ int CmdRun(const std::vector<std::string>& args) {
   if (!metrics.empty()) {
     counters = ParseMetrics(metrics);
     if (!counters)
+      return cli::UsageError(
+          "run", "--metrics must be sampled, replay or replay:top=N, not '" + metrics + "'");
+    // The range profiler cannot start while PM sampling holds the counters (on the H100:
+    // CUPTI_ERROR_HARDWARE_BUSY for every replay).
+    if (counters->sampled && counters->replay)
       return cli::UsageError("run",
-                             "--metrics must be sampled, replay or replay:top=N (or "
-                             "both, comma separated), not '" +
-                                 metrics + "'");
+                             "--metrics: sampled and replay cannot run together (the GPU's "
+                             "counters serve one at a time); record twice");
   }
   if ((!metrics_kernels.empty() || !metrics_from.empty()) && !(counters && counters->replay))
     return cli::UsageError("run", "--metrics-kernels and --metrics-from need --metrics replay");

@@ -52,4 +52,26 @@ bool RoleOf(std::string_view metric, CounterRole* role, double* weight) {
   return false;
 }
 
+std::string_view MetricLabel(std::string_view metric) {
+  CounterRole role{};
+  double weight = 0;
+  if (!RoleOf(metric, &role, &weight)) return metric;
+  switch (role) {
+    case CounterRole::SmPct:
+      return "SM throughput %";
+    case CounterRole::MemPct:
+      return "memory throughput %";
+    case CounterRole::DramPct:
+      return "DRAM throughput %";
+    case CounterRole::L2Pct:
+      return "L2 throughput %";
+    case CounterRole::TensorPct:
+      return "tensor pipes active %";
+    case CounterRole::OccupancyPct:
+      return "achieved occupancy %";
+    default:
+      return metric;
+  }
+}
+
 }  // namespace kprof

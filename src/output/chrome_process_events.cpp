@@ -1,9 +1,12 @@
 // Chrome trace: the events written per process after the slices: ac2g flow arrows from each
 // launching API call to its GPU work, device memory ("[memory]" instants and a counter track)
-// and NVTX marks as instants.
+// NVTX marks as instants, and PM sampling's counter tracks.
 #include <algorithm>
+#include <charconv>
+#include <map>
 #include <vector>
 
+#include "kprof/metrics.h"
 #include "output/chrome_writer.h"
 
 namespace kprof::chrome {
@@ -96,6 +99,42 @@ void ChromeWriter::Instants(uint32_t i) {
     Raw(", \"ts\": ");
     Ts(r.start_ns);
     Raw("}");
+  }
+}
+
+void ChromeWriter::Counters(uint32_t i) {
+  const ProcessTrace& p = run_.processes[i];
+  // One track per (device, metric), on the GPU's process, as the GPU's slices are.
+  std::map<std::pair<uint16_t, uint32_t>, std::vector<const Record*>> tracks;
+  for (const Record& r : p.records)
+    if (r.Kind() == RecordKind::CounterSample) tracks[{r.device, r.name}].push_back(&r);
+  for (auto& [key, samples] : tracks) {
+    std::stable_sort(samples.begin(), samples.end(),
+                     [](const Record* a, const Record* b) { return a->start_ns < b->start_ns; });
+    const std::string_view label = MetricLabel(p.Name(*samples.front()));
+    const auto point = [&](uint64_t ts, double value) {
+      Begin();
+      Raw("{\"ph\": \"C\", \"cat\": \"gpu_counter\", \"name\": ");
+      Str(label);
+      Raw(", \"pid\": ");
+      UInt(key.first);
+      Raw(", \"tid\": 0, \"ts\": ");
+      Ts(ts);
+      Raw(", \"args\": {\"value\": ");
+      char b[32];
+      auto r = std::to_chars(b, b + sizeof b, value, std::chars_format::fixed, 2);
+      out_.append(b, static_cast<size_t>(r.ptr - b));
+      Raw("}}");
+    };
+    for (size_t j = 0; j < samples.size(); ++j) {
+      const Record& r = *samples[j];
+      point(r.start_ns, MetricValue(r));
+      // A track holds its value until the next point: end it where the samples stop (the last
+      // one, or a hole of more than half a sample before the next).
+      const uint64_t len = r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0;
+      if (j + 1 == samples.size() || samples[j + 1]->start_ns > r.end_ns + len / 2)
+        point(r.end_ns, 0.0);
+    }
   }
 }
 

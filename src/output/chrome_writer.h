@@ -127,6 +127,8 @@ class ChromeWriter {
   void Memory(uint32_t i);
   /// NVTX marks as thread-scoped instant events.
   void Instants(uint32_t i);
+  /// PM sampling: a counter track per device and metric, on the GPU's process.
+  void Counters(uint32_t i);
 
   Sink& sink_;
   const Timeline& timeline_;

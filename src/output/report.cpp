@@ -108,9 +108,11 @@ std::vector<std::string> CounterLines(const CounterSummary& c) {
   }
   if (sampled)
     lines.push_back(fmt::format(
-        "sampled{}: {} sample{}",
+        "sampled{}: {} sample{}{}",
         c.sample_interval_ns ? " every " + Interval(c.sample_interval_ns) : std::string(),
-        c.samples, c.samples == 1 ? "" : "s"));
+        c.samples, c.samples == 1 ? "" : "s",
+        c.setup_ns ? fmt::format(", set-up cost {} of host time", FormatDuration(c.setup_ns))
+                   : std::string()));
   if (!c.problem.empty()) lines.push_back("counters: " + DisplayText(c.problem));
   if (const std::string roof = FormatRoofline(c); !roof.empty())
     lines.push_back("roofline: " + roof);
@@ -165,6 +167,7 @@ ordered_json CountersJson(const CounterSummary& c) {
           {"problem", c.problem},
           {"replayed_launches", c.replayed_launches},
           {"replay_ns", c.replay_ns},
+          {"setup_ns", c.setup_ns},
           {"max_passes", c.max_passes},
           {"samples", c.samples},
           {"sample_interval_ns", c.sample_interval_ns},
