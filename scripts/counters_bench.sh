@@ -6,10 +6,13 @@
 # ncu:  kernels/counter_characters 1 under `kprof run --metrics replay` (every kernel, one
 #       launch each) and under `ncu --clock-control none` with the same metric names (kprof does
 #       not lock clocks either); DIR/cc-replay.json and DIR/ncu.csv, compared by
-#       scripts/counters_vs_ncu.py DIR. Also --metrics sampled (DIR/cc-sampled.json).
-# cost: ROUNDS interleaved rounds of each workload plain, under `kprof run`, `--metrics sampled`
-#       and `--metrics replay` (top 10): DIR/cost.tsv (workload, variant, round, wall_s of the
-#       whole command, exit status); medians by scripts/counters_vs_ncu.py DIR.
+#       scripts/counters_report.py DIR. Also --metrics sampled (DIR/cc-sampled.json).
+# cost: ROUNDS interleaved rounds of each workload (kernels/train_step TRAIN_STEPS=20000 and
+#       examples/train_mlp.py --steps MLP_STEPS=800) plain, under `kprof run`, `--metrics
+#       sampled` and `--metrics replay` (top 10): DIR/cost.tsv (workload, variant, round, wall_s
+#       of the whole command, exit status) and each counted run's report; ONLY="train_step"
+#       and VARIANTS="plain sampled" narrow it
+#       (DIR/cost-WORKLOAD-VARIANT-ROUND.json); medians by scripts/counters_report.py DIR.
 set -uo pipefail
 : "${OUT:?set OUT to the output folder}"
 BUILD=${1:-build}
@@ -51,14 +54,15 @@ if [[ " $PHASES " == *" cost "* ]]; then
   TSV=$OUT/cost.tsv
   printf 'workload\tvariant\tround\twall_s\trc\n' > "$TSV"
   WORKLOADS=(
-    "train_step|$K/train_step 3000"
-    "train_mlp|$PY examples/train_mlp.py --steps 1500 --warmup 3"
+    "train_step|$K/train_step ${TRAIN_STEPS:-20000}"
+    "train_mlp|$PY examples/train_mlp.py --steps ${MLP_STEPS:-800} --warmup 3"
   )
   for round in $(seq 1 "$ROUNDS"); do
     for w in "${WORKLOADS[@]}"; do
       name=${w%%|*}
       cmd=${w#*|}
-      for variant in plain kprof sampled replay; do
+      [[ " ${ONLY:-train_step train_mlp} " == *" $name "* ]] || continue
+      for variant in ${VARIANTS:-plain kprof sampled replay}; do
         case $variant in
           plain) pre=() ;;
           kprof) pre=("$BUILD/kprof" run --quiet --force -o "$OUT/cost-run") ;;
@@ -67,12 +71,12 @@ if [[ " $PHASES " == *" cost "* ]]; then
         esac
         t0=$(now)
         # shellcheck disable=SC2086 # cmd: the workload's command line, word-split on purpose
-        timeout 300 "${pre[@]}" $cmd > "$OUT/cost-$name-$variant.log" 2>&1
+        timeout 90 "${pre[@]}" $cmd > "$OUT/cost-$name-$variant.log" 2>&1
         rc=$?
         t1=$(now)
         printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$variant" "$round" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$rc" >> "$TSV"
-        if [ "$variant" = replay ]; then
-          "$BUILD/kprof" report "$OUT/cost-run" --by kernel --format json > "$OUT/cost-$name-replay.json" 2>/dev/null
+        if [ "$variant" = replay ] || [ "$variant" = sampled ]; then
+          "$BUILD/kprof" report "$OUT/cost-run" --by kernel --format json > "$OUT/cost-$name-$variant-$round.json" 2>/dev/null
         fi
       done
     done

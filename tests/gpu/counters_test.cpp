@@ -2,6 +2,8 @@
 // (kernels/counter_characters) replayed for their Speed Of Light counters and classified, PM
 // sampling beside tracing, the replay's selection and cost, and the bad option. Every test skips
 // cleanly when no GPU is present.
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -114,11 +116,62 @@ TEST(GpuCounters, SampledThroughputsBesideTracing) {
   EXPECT_EQ(axpy->source, CounterSource::Sampled);
   EXPECT_EQ(axpy->bound, Bound::Memory);
   EXPECT_GT(axpy->values.dram_pct, 60.0);
-  // Tracing is whole: 3 rounds of 7 kernels, plus the 9 that fill the buffers.
-  uint64_t kernels = 0;
+  // The BF16 GEMM: few instructions issued, tensor pipes busy: compute-bound.
+  const KernelCounters* bf16 = Named(c, "nvjet");
+  ASSERT_NE(bf16, nullptr) << r.out;
+  EXPECT_GT(bf16->values.tensor_pct, 80.0);
+  EXPECT_EQ(bf16->bound, Bound::Compute);
+  EXPECT_GT(c.setup_ns, 0u);  // what the program waited for the set-up, stated
+  // Tracing is whole: 3 rounds of 7 kernels, plus the 9 that fill the buffers; sampling started
+  // before the first kernel (with the first context).
+  uint64_t kernels = 0, first_kernel = UINT64_MAX, first_sample = UINT64_MAX;
   for (const ProcessTrace& p : m.run.processes)
-    for (const Record& rec : p.records) kernels += rec.Kind() == RecordKind::Kernel;
+    for (const Record& rec : p.records) {
+      if (rec.Kind() == RecordKind::Kernel) {
+        ++kernels;
+        first_kernel = std::min(first_kernel, rec.start_ns);
+      }
+      if (rec.Kind() == RecordKind::CounterSample)
+        first_sample = std::min(first_sample, rec.start_ns);
+    }
   EXPECT_GE(kernels, 3u * 7u + 9u);
+  EXPECT_LT(first_sample, first_kernel);
+}
+
+// A program that ends soon after its first context: sampling's set-up must not race its exit
+// (a set-up on another thread crashed such programs inside CUPTI's host library).
+TEST(GpuCounters, SampledShortProgramEndsCleanly) {
+  REQUIRE_GPU();
+  const std::string dir = FreshDir("counters_short");
+  Result r = KprofWith(dir, {"--metrics", "sampled"}, {Bin("kernels/vector_add"), "100000"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Recorded m = Analyse(dir);
+  ASSERT_EQ(m.run.processes.size(), 1u);
+  EXPECT_TRUE(m.run.processes[0].complete) << r.out;
+  EXPECT_EQ(m.an.counters.mode, "sampled");
+  EXPECT_EQ(m.an.counters.problem, "");
+}
+
+// The top N chosen from the trace over a long loop: the run must go at its pace after the
+// replays (CUPTI held on to activity buffers after kernel replays, and the program stalled in
+// every buffer request, until the flusher forced them back), drop no record, and replay each
+// of the five kernel names once. A forced flush hands back the kernel then running without its
+// times: counted as such, at most one per forced flush.
+TEST(GpuCounters, ReplayOfALongLoopDoesNotStall) {
+  REQUIRE_GPU();
+  const std::string dir = FreshDir("counters_long");
+  Result r = KprofWith(dir, {"--metrics", "replay"}, {Bin("kernels/train_step"), "20000"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Recorded m = Analyse(dir);
+  ASSERT_EQ(m.run.processes.size(), 1u);
+  const ProcessTrace& p = m.run.processes[0];
+  EXPECT_TRUE(p.complete);
+  EXPECT_EQ(p.stats.dropped_records, 0u);
+  EXPECT_EQ(m.an.counters.replayed_launches, 5u);
+  uint64_t kernels = 0;
+  for (const Record& rec : p.records) kernels += rec.Kind() == RecordKind::Kernel;
+  EXPECT_EQ(kernels + p.stats.missing_timestamps, 5u * 20000u);
+  EXPECT_LE(p.stats.missing_timestamps, p.MetaU64("forced_flushes"));
 }
 
 // Without a regex, the top N kernels of the trace so far are replayed, each at most

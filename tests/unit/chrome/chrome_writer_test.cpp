@@ -13,6 +13,7 @@
 #include "chrome_checks.h"
 #include "chrome_test_util.h"
 #include "kprof/output.h"
+#include "kprof/timeline.h"
 #include "kprof/trace.h"
 
 namespace kprof {
@@ -287,6 +288,34 @@ TEST(ChromeWriter, OutputStructure) {
   EXPECT_EQ(c.x_events, 1u + 1u + 5u + 1u + 2u + 1u + 1u + 1u + 1u);
   EXPECT_EQ(c.counters, 2u);
   EXPECT_EQ(c.flow_starts.size(), 4u);  // kernels 1 and 4, memcpy 2, memset 3
+}
+
+// PM sampling (the H100 recording of counter_characters, every 100 us): a counter track per
+// device and metric on the GPU's process, one point per sample, and a point at 0 where the
+// samples stop.
+TEST(ChromeWriter, SampledCountersBecomeCounterTracks) {
+  kprof::Run run = ReadInputs(
+      {std::string(KPROF_SOURCE_DIR) + "/tests/fixtures/gpu/counter_characters_sampled"});
+  std::ostringstream os;
+  WriteChromeTrace(os, BuildTimeline(run));
+  nlohmann::json doc = nlohmann::json::parse(os.str());
+  std::map<std::string, size_t> points, zeros;
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.at("ph") != "C" || e.value("cat", "") != "gpu_counter") continue;
+    EXPECT_EQ(e.at("pid"), 0);  // device 0, as its kernels
+    const double v = e.at("args").at("value").get<double>();
+    EXPECT_GE(v, 0.0);
+    EXPECT_LE(v, 100.5);
+    ++points[e.at("name").get<std::string>()];
+    zeros[e.at("name").get<std::string>()] += v == 0.0;
+  }
+  ASSERT_EQ(points.size(), 3u);
+  for (const char* track : {"SM throughput %", "DRAM throughput %", "tensor pipes active %"}) {
+    ASSERT_TRUE(points.count(track)) << track;
+    // 2659 samples without a hole: one point each, and the closing 0 after the last.
+    EXPECT_EQ(points[track], 2659u + 1u) << track;
+    EXPECT_GE(zeros[track], 1u) << track;
+  }
 }
 
 TEST(ChromeWriter, HostileNamesRoundTrip) {

@@ -87,6 +87,22 @@ TEST(Launcher, UsageErrorsExit2) {
   EXPECT_EQ(RunCommand(test::Kprof() + " run --help").status, 0);
 }
 
+// The counters: a bad mode, and both modes at once (the GPU serves one), are refused before
+// the program starts.
+TEST(Launcher, MetricsModesAreCheckedFirst) {
+  TempDir d;
+  auto r = RunCommand(RunCmd(d, "--metrics everything -- /bin/true"));
+  EXPECT_EQ(r.status, kExitUsage);
+  EXPECT_NE(r.output.find("--metrics must be sampled, replay or replay:top=N"), std::string::npos)
+      << r.output;
+  r = RunCommand(RunCmd(d, "--metrics sampled,replay:top=3 -- /bin/true"));
+  EXPECT_EQ(r.status, kExitUsage);
+  EXPECT_NE(r.output.find("sampled and replay cannot run together"), std::string::npos) << r.output;
+  r = RunCommand(RunCmd(d, "--metrics-kernels gemm -- /bin/true"));
+  EXPECT_EQ(r.status, kExitUsage);
+  EXPECT_NE(r.output.find("need --metrics replay"), std::string::npos) << r.output;
+}
+
 TEST(Launcher, ProgramWithoutDoubleDash) {
   TempDir d;
   EXPECT_EQ(RunCommand(RunCmd(d, "--quiet sh -c 'exit 5'")).status, 5);

@@ -162,12 +162,13 @@ TEST(CountersOutput, JsonHasTheCountersObject) {
   std::vector<std::string> keys;
   for (const auto& [k, v] : c.items()) keys.push_back(k);
   EXPECT_EQ(keys, (std::vector<std::string>{"mode", "problem", "replayed_launches", "replay_ns",
-                                            "max_passes", "samples", "sample_interval_ns",
-                                            "roofline", "kernels"}));
+                                            "setup_ns", "max_passes", "samples",
+                                            "sample_interval_ns", "roofline", "kernels"}));
   EXPECT_EQ(c["mode"], "replay");
   EXPECT_EQ(c["problem"], "");
   EXPECT_EQ(c["replayed_launches"], 4);
   EXPECT_EQ(c["replay_ns"], 3210000000ull);
+  EXPECT_EQ(c["setup_ns"], 0);
   EXPECT_EQ(c["max_passes"], 10);
   EXPECT_EQ(c["samples"], 0);
   EXPECT_EQ(c["sample_interval_ns"], 0);

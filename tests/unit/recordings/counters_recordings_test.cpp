@@ -1,7 +1,9 @@
 // Issue 12's hardware counters on H100 recordings (tests/fixtures/gpu): kernels/counter_characters
 // with every kernel replayed once (`kprof run --metrics replay --metrics-kernels .
 // --metrics-launches 1`), and examples/train_mlp.py with the top 10 kernels of the trace so far
-// replayed (`--metrics replay`); plus the classification rule on Nsight Compute's figures.
+// replayed (`--metrics replay`), kernels/counter_characters under PM sampling every 100 us
+// (`--metrics sampled --metrics-interval 100`); plus the classification rule on Nsight
+// Compute's figures.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -43,6 +45,8 @@ TEST(CounterClass, NsightComputesFiguresOfKnownKernels) {
   EXPECT_EQ(cls(8.53, 54.73, 54.73, 51.70, 0.0), Bound::Latency);     // grid-stride scale
   // Balanced with the memory outside the SM the busier: memory-bound.
   EXPECT_EQ(cls(70, 75, 74, 50, 10), Bound::Memory);
+  // PM sampling on the BF16 GEMM (H100): few instructions issued, tensor pipes busy.
+  EXPECT_EQ(cls(15.9, kNotMeasured, 30.4, kNotMeasured, 94.7), Bound::Compute);
   // Not measured: unknown; without the memory throughput, DRAM's stands for it.
   EXPECT_EQ(Classify(CounterValues{}), Bound::Unknown);
   CounterValues sampled;
@@ -121,6 +125,47 @@ TEST(CounterRecordings, PyTorchTopKernelsAndReplayTimeNotPriced) {
     EXPECT_LE(g.rest_ns + g.explained_ns(), g.Len() - std::min(g.Len(), inside) + 1)
         << "gap at " << g.start_ns;
   }
+}
+
+// PM sampling: the samples inside each kernel long enough to hold some give it GPU-wide values,
+// which match what replay and Nsight Compute measured on the same kernels (docs/benchmarks.md);
+// the set-up the program waited for is kprof's time, as replay's is.
+TEST(CounterRecordings, SampledKernelsOfKnownCharacter) {
+  kprof::Run run = ReadInputs({Fixture("counter_characters_sampled")});
+  const Timeline tl = BuildTimeline(run);
+  AnalysisOptions o;
+  o.by = GroupBy::Kernel;
+  const Analysis an = Analyze(tl, o);
+  const CounterSummary& c = an.counters;
+  EXPECT_EQ(c.mode, "sampled");
+  EXPECT_EQ(c.problem, "");
+  EXPECT_EQ(c.samples, 2659u);
+  EXPECT_EQ(c.sample_interval_ns, 100'000u);
+  EXPECT_EQ(c.setup_ns, 504'587'806u);
+  ASSERT_EQ(c.tracks.size(), 3u);  // SM, DRAM, tensor pipes, on device 0
+  for (const CounterTrack& t : c.tracks) EXPECT_EQ(t.t_ns.size(), 2659u) << t.metric;
+  ASSERT_EQ(c.kernels.size(), 5u);
+  for (const KernelCounters& k : c.kernels) EXPECT_EQ(k.source, CounterSource::Sampled);
+  const KernelCounters* sgemm = Named(c, "sm80_xmma_gemm_f32f32");
+  const KernelCounters* bf16 = Named(c, "nvjet");
+  const KernelCounters* axpy = Named(c, "stream_axpy");
+  const KernelCounters* chase = Named(c, "latency_chase");
+  ASSERT_TRUE(sgemm && bf16 && axpy && chase);
+  EXPECT_EQ(sgemm->bound, Bound::Compute);
+  EXPECT_NEAR(sgemm->values.sm_pct, 87.4, 0.05);
+  EXPECT_LT(sgemm->values.tensor_pct, 0.1);
+  EXPECT_EQ(bf16->bound, Bound::Compute);  // by its tensor pipes: few instructions issued
+  EXPECT_LT(bf16->values.sm_pct, 20.0);
+  EXPECT_NEAR(bf16->values.tensor_pct, 95.1, 0.05);
+  EXPECT_EQ(axpy->bound, Bound::Memory);
+  EXPECT_NEAR(axpy->values.dram_pct, 88.5, 0.05);
+  EXPECT_EQ(chase->bound, Bound::Latency);
+  // Short kernels hold too few whole samples: no value (the element-wise chain, 0.2 ms each).
+  EXPECT_EQ(Named(c, "relu_kernel"), nullptr);
+  // The set-up is kprof's own time: no gap's rest includes it.
+  const ProcessTimeline& p = tl.processes[0];
+  ASSERT_EQ(p.replays.size(), 1u);
+  EXPECT_EQ(p.replays[0].second - p.replays[0].first, c.setup_ns);
 }
 
 }  // namespace
