@@ -99,11 +99,10 @@ double Spread(std::vector<double> v) {
 }
 
 // Rows whose saving is within twice the runs' spread: noise, not a measurement (as
-// scripts/hint_savings.py says). shape-setup's planted workload lets the GPU work through queued
-// steps while the host compiles, so how much of each set-up shows varies from run to run
-// (docs/hints.md, "Estimates against fixes"); it is to be measured again with a workload that
-// waits for each step, as decoding does.
-const std::set<std::string> kUnmeasured = {"shape-setup"};
+// scripts/hint_savings.py says). None since shape-setup's workload waits for each step and its
+// twin builds its one plan as the planted one builds each (docs/hints.md, "Estimates against
+// fixes").
+const std::set<std::string> kUnmeasured = {};
 
 // The rules measured, each: the planted recordings' median estimate over the measured saving.
 // `noise` receives the rows whose saving is within twice the spread.
