@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Tables from scripts/counters_bench.sh's output folder (docs/benchmarks.md, "Hardware counters").
+
+    scripts/counters_report.py DIR
+
+cost: DIR/cost.tsv (workload, variant, round, wall_s, rc): the median wall time of each workload
+      and variant over its rounds, and each variant's ratio to plain (and to kprof without
+      counters); runs that failed are left out and counted.
+ncu:  DIR/cc-replay.json (`kprof report --by kernel --format json` of the replayed run) against
+      DIR/ncu.csv (`ncu --csv --page raw`): per kernel name, kprof's and Nsight Compute's
+      throughputs (the first launch of each name in ncu's list), and the largest gap in points.
+Prints Markdown; a part whose files are missing is skipped.
+"""
+import csv
+import json
+import os
+import statistics
+import sys
+
+NCU_COLUMNS = [  # (kprof's JSON key, ncu's metric, column title)
+    ("sm_pct", "sm__throughput.avg.pct_of_peak_sustained_elapsed", "SM %"),
+    ("mem_pct", "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "Memory %"),
+    ("dram_pct", "dram__throughput.avg.pct_of_peak_sustained_elapsed", "DRAM %"),
+    ("l2_pct", "lts__throughput.avg.pct_of_peak_sustained_elapsed", "L2 %"),
+    ("tensor_pct", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+     "Tensor %"),
+]
+
+
+def cost_table(path):
+    runs, failed = {}, 0
+    with open(path) as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            if row["rc"] != "0" or not row["wall_s"]:
+                failed += 1
+                continue
+            runs.setdefault(row["workload"], {}).setdefault(row["variant"], []).append(
+                float(row["wall_s"]))
+    print("| workload | variant | runs | median wall s | x plain | x kprof |")
+    print("|---|---|---|---|---|---|")
+    for workload, variants in runs.items():
+        plain = statistics.median(variants["plain"]) if "plain" in variants else None
+        kprof = statistics.median(variants["kprof"]) if "kprof" in variants else None
+        for variant, walls in variants.items():
+            m = statistics.median(walls)
+            ratio = f"{m / plain:.3f}" if plain else "-"
+            over_kprof = f"{m / kprof:.3f}" if kprof and variant not in ("plain", "kprof") else "-"
+            print(f"| {workload} | {variant} | {len(walls)} | {m:.3f} | {ratio} | {over_kprof} |")
+    if failed:
+        print(f"\n{failed} run(s) failed and are left out.")
+
+
+def ncu_table(json_path, csv_path):
+    with open(json_path) as f:
+        kprof = {k["name"]: k for k in json.load(f)["counters"]["kernels"]}
+    with open(csv_path) as f:
+        rows = list(csv.reader(line for line in f if line.startswith('"')))
+    head, data = rows[0], rows[2:]  # the second row holds the units
+    name_at = head.index("Kernel Name")
+    ncu = {}
+    for row in data:
+        ncu.setdefault(row[name_at], row)  # the first launch of each name
+    print("| kernel | class | " + " | ".join(f"{t} kprof / ncu" for _, _, t in NCU_COLUMNS) +
+          " | largest gap (pp) |")
+    print("|---|---|" + "---|" * len(NCU_COLUMNS) + "---|")
+    for name, k in kprof.items():
+        row = next((r for n, r in ncu.items() if n.startswith(name.split("(")[0].rstrip("…"))),
+                   None)
+        if row is None:
+            continue
+        cells, gap = [], 0.0
+        for key, metric, _ in NCU_COLUMNS:
+            ours = k.get(key)
+            theirs = float(row[head.index(metric)]) if metric in head else None
+            if ours is None or theirs is None:
+                cells.append("-")
+                continue
+            gap = max(gap, abs(ours - theirs))
+            cells.append(f"{ours:.1f} / {theirs:.1f}")
+        print(f"| `{name[:40]}` | {k.get('bound', '')} | " + " | ".join(cells) + f" | {gap:.2f} |")
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    if os.path.exists(os.path.join(out, "cost.tsv")):
+        cost_table(os.path.join(out, "cost.tsv"))
+        print()
+    replay, ncu = os.path.join(out, "cc-replay.json"), os.path.join(out, "ncu.csv")
+    if os.path.exists(replay) and os.path.exists(ncu):
+        ncu_table(replay, ncu)
+
+
+if __name__ == "__main__":
+    main()
