@@ -174,4 +174,17 @@ uint8_t KernelFamilies::Get(const ProcessTimeline& t, const Record& k) {
   return it->second;
 }
 
+std::string CounterLine(const CounterValues& v) {
+  std::string out;
+  const auto add = [&](const char* what, double pct) {
+    if (!Measured(pct)) return;
+    out += fmt::format("{}{} {:.1f}%", out.empty() ? "" : ", ", what, pct);
+  };
+  add("SM", v.sm_pct);
+  add("memory", Measured(v.mem_pct) ? v.mem_pct : v.dram_pct);
+  add("tensor pipes", v.tensor_pct);
+  add("achieved occupancy", v.occupancy_pct);
+  return out;
+}
+
 }  // namespace kprof::hints

@@ -14,6 +14,9 @@ constexpr size_t kMinChain = 3;
 std::optional<Hint> MemoryBoundChain(const RuleContext& c) {
   Hint h;
   KernelFamilies families;
+  CounterLookup counters(c);
+  uint64_t confirmed_ns = 0, refuted_ns = 0, by_counters_ns = 0, latency_ns = 0;
+  double dram_sum = 0;
   std::vector<int> open;
   uint64_t chains = 0, kernels = 0, chain_ns = 0, compiled_ns = 0;
   Tally names;
@@ -58,7 +61,25 @@ std::optional<Hint> MemoryBoundChain(const RuleContext& c) {
       };
       for (size_t ai : acts) {
         const Record* a = p.acts[ai];
-        if (a->Kind() != RecordKind::Kernel || !(families.MemoryBound(p, *a))) {
+        bool member = a->Kind() == RecordKind::Kernel && families.MemoryBound(p, *a);
+        // Measured: memory-bound by its throughputs whatever its name; not a member when the
+        // counters call it compute-bound (a latency-bound element-wise kernel stays one).
+        if (a->Kind() == RecordKind::Kernel)
+          if (const KernelCounters* kc = counters.Of(p, *a)) {
+            if (kc->bound == Bound::Memory) {
+              if (!member) by_counters_ns += a->DurationNs();
+              member = true;
+              confirmed_ns += a->DurationNs();
+              if (Measured(kc->values.dram_pct))
+                dram_sum += kc->values.dram_pct * static_cast<double>(a->DurationNs());
+            } else if (kc->bound == Bound::Compute && member) {
+              member = false;
+              refuted_ns += a->DurationNs();
+            } else if (member) {
+              latency_ns += a->DurationNs();
+            }
+          }
+        if (!member) {
           flush();
           continue;
         }
@@ -83,6 +104,25 @@ std::optional<Hint> MemoryBoundChain(const RuleContext& c) {
   h.evidence.push_back(fmt::format("{} kernels in {} chains of {} or more, {}", kernels, chains,
                                    kMinChain, OfWall(chain_ns, c)));
   h.evidence.push_back("costliest chain: " + best_desc);
+  if (confirmed_ns > 0)
+    h.evidence.push_back(fmt::format(
+        "hardware counters: {} of kernels measured memory-bound (DRAM {:.1f}% of peak on "
+        "average){}",
+        Dur(confirmed_ns), dram_sum / static_cast<double>(confirmed_ns),
+        by_counters_ns ? fmt::format(", {} of them by their counters only", Dur(by_counters_ns))
+                       : std::string()));
+  if (latency_ns > 0)
+    h.evidence.push_back(fmt::format(
+        "hardware counters: {} of these kernels measured latency-bound (too small to load "
+        "memory: fused, their launches and trips through memory still go)",
+        Dur(latency_ns)));
+  if (confirmed_ns == 0 && latency_ns == 0 && counters.Any())
+    h.evidence.push_back("hardware counters: none of these kernels measured (names only)");
+  if (refuted_ns > 0)
+    h.evidence.push_back(
+        fmt::format("left out: {} of kernels named like element-wise ones that the counters call "
+                    "compute-bound",
+                    Dur(refuted_ns)));
   for (const auto& [name, v] : names.Top(4))
     h.evidence.push_back(fmt::format("{}: {} runs in chains, {}", name, v.first, Dur(v.second)));
   h.assumption =

@@ -136,6 +136,29 @@ class KernelFamilies {
   std::unordered_map<const std::string*, uint8_t> by_name_;  // interned kernel name -> bits
 };
 
+/// The hardware counters a run measured for a kernel's name (Analysis::counters: replay or PM
+/// sampling), cached per interned name; null when not measured. Rules that use them behave as
+/// without counters for every kernel not measured (docs/hints.md, "With hardware counters").
+class CounterLookup {
+ public:
+  explicit CounterLookup(const RuleContext& c) : counters_(c.analysis.counters) {}
+  const KernelCounters* Of(const ProcessTimeline& t, const Record& k) {
+    const std::string* name = &t.KernelName(k);
+    auto it = by_name_.find(name);
+    if (it == by_name_.end()) it = by_name_.emplace(name, counters_.Find(*name)).first;
+    return it->second;
+  }
+  /// Whether the run measured any kernel (a line on the counters goes into the evidence).
+  bool Any() const { return !counters_.kernels.empty(); }
+
+ private:
+  const CounterSummary& counters_;
+  std::unordered_map<const std::string*, const KernelCounters*> by_name_;
+};
+
+/// "SM 51%, memory 0.7%, tensor 0%, occupancy 12%" of what was measured.
+std::string CounterLine(const CounterValues& v);
+
 }  // namespace kprof::hints
 
 namespace kprof::hints {

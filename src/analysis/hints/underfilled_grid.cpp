@@ -21,6 +21,9 @@ std::optional<Hint> UnderfilledGrid(const RuleContext& c) {
     uint32_t sm = 0;
   };
   std::map<std::string, K> ks;
+  CounterLookup counters(c);
+  uint64_t saturated_ns = 0;
+  std::map<std::string, const KernelCounters*> measured;
   for (const ProcessTimeline& p : c.timeline.processes)
     for (const Record* a : p.acts) {
       if (a->Kind() != RecordKind::Kernel || a->DurationNs() < kUnderfilledMinNs) continue;
@@ -28,6 +31,18 @@ std::optional<Hint> UnderfilledGrid(const RuleContext& c) {
       if (it == sms.end() || it->second == 0) continue;
       uint64_t blocks = uint64_t{a->a} * a->b * a->c, sm = it->second, d = a->DurationNs();
       if (blocks == 0 || blocks >= sm) continue;
+      // Measured: a unit already near its peak with this grid is what limits the kernel, not
+      // the SMs left idle.
+      if (const KernelCounters* kc = counters.Of(p, *a)) {
+        const CounterValues& v = kc->values;
+        const double mem = Measured(v.mem_pct) ? v.mem_pct : v.dram_pct;
+        if ((Measured(v.sm_pct) && v.sm_pct >= kHighThroughputPct) ||
+            (Measured(mem) && mem >= kHighThroughputPct)) {
+          saturated_ns += d;
+          continue;
+        }
+        measured[p.KernelName(*a)] = kc;
+      }
       // Same work spread over every SM with perfect scaling: d * blocks / sm.
       uint64_t save = d - d * blocks / sm;
       h.est_saving_ns += save;
@@ -49,6 +64,15 @@ std::optional<Hint> UnderfilledGrid(const RuleContext& c) {
                                      Short(v[i].first), v[i].second.n, Dur(v[i].second.ns),
                                      Dur(v[i].second.ns / v[i].second.n), v[i].second.blocks,
                                      v[i].second.sm));
+  for (size_t i = 0; i < v.size() && i < 3; ++i)
+    if (auto m = measured.find(v[i].first); m != measured.end())
+      h.evidence.push_back(fmt::format("hardware counters, {}: {}", Short(v[i].first, 40),
+                                       CounterLine(m->second->values)));
+  if (saturated_ns > 0)
+    h.evidence.push_back(fmt::format(
+        "left out: {} of small-grid kernels whose counters show a unit at {:.0f}% of its peak or "
+        "more",
+        Dur(saturated_ns), kHighThroughputPct));
   h.assumption = fmt::format(
       "The same work spread over all SMs with perfect scaling (time x blocks / SMs); kernels "
       "shorter than {} are left to launch-bound.",

@@ -202,6 +202,8 @@ Run UnderfilledRun() {
 }
 
 // 100 FP32 SIMT GEMMs of 1 ms interleaved with 100 TF32 tensor-core GEMMs of 0.2 ms.
+Run LatencyRun(bool measured);  // with hardware counters (below)
+
 Run Fp32GemmRun() {
   TraceBuilder b;
   uint64_t t = B + 10'000;
@@ -216,24 +218,10 @@ Run Fp32GemmRun() {
   return b.Build();
 }
 
-// 50 x: matmul_tile 100 us, then elementwise 40 us, softmax 60 us, layer_norm 50 us.
-Run ChainRun() {
-  TraceBuilder b;
-  const std::pair<const char*, uint64_t> step[] = {
-      {"matmul_tile", 100'000},
-      {"void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>()",
-       40'000},
-      {"softmax_warp_forward", 60'000},
-      {"layer_norm_kernel", 50'000}};
-  uint64_t t = B + 10'000, a = B;
-  for (uint64_t i = 0; i < 50; ++i)
-    for (const auto& [name, d] : step) {
-      b.Launch(name, a, a + 800, t, t + d);
-      a += 1'000;
-      t += d;
-    }
-  return b.Build();
-}
+// 50 x: matmul_tile 100 us, then elementwise 40 us, softmax 60 us, layer_norm 50 us; the first
+// launch of `kernel` (if any) with replay's counters (SM, memory %).
+Run ChainRunMeasured(const char* kernel, double sm, double mem);
+Run ChainRun() { return ChainRunMeasured(nullptr, 0, 0); }
 
 // 10 x: prepare_input 0.5 ms, transpose_naive 9 ms, finalize_output 0.5 ms, back to back.
 Run DominantRun() {
@@ -331,6 +319,7 @@ const std::vector<Scenario>& Scenarios() {
                                           {"dominant-kernel", DominantRun},
                                           {"profiler-data-loss", DataLossRun},
                                           {"graph-recapture", RecaptureRun},
+                                          {"latency-bound", [] { return LatencyRun(true); }},
                                           {"healthy", HealthyRun}};
   return s;
 }
@@ -501,6 +490,117 @@ TEST(Hints, MemoryBoundChainIsTopAndKeepsTheLongestMember) {
   EXPECT_EQ(h.est_saving_ns, 50u * (150'000 - 60'000));  // matmul_tile breaks the chains
   EXPECT_TRUE(EvidenceMentions(h, "150 kernels in 50 chains"));
   EXPECT_EQ(Find(r, "dominant-kernel"), nullptr);  // matmul_tile has 40%
+}
+
+// With hardware counters (issue 12): the rules that guess from names take the counters' word
+// for the kernels measured, and latency-bound speaks only from them.
+Run Fp32GemmRunMeasured(double tensor_pct) {
+  TraceBuilder b;
+  uint64_t t = B + 10'000;
+  for (uint64_t i = 0; i < 100; ++i) {
+    const uint64_t a = B + i * 2'000;
+    const uint32_t c = b.Api("cudaLaunchKernel", a, a + 900);
+    b.Kernel("ampere_sgemm_128x64_nn", t, t + 1'000'000, c);
+    if (i == 0) b.Counters(c, 85, 50, tensor_pct, 40);
+    t += 1'000'000;
+  }
+  return b.Build();
+}
+
+TEST(Hints, Fp32GemmTakesTheTensorPipesWord) {
+  Result r = Compute(Fp32GemmRunMeasured(0.0));
+  const Hint* h = Find(r, "fp32-gemm");
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->est_saving_ns, 100u * (1'000'000 - 1'000'000 / 16));
+  EXPECT_TRUE(EvidenceMentions(*h, "hardware counters: tensor pipes 0.0% busy, SM 85.0%"));
+  // The same name, but the tensor pipes busy: not an FP32 GEMM on the FMA pipes.
+  r = Compute(Fp32GemmRunMeasured(90.0));
+  EXPECT_EQ(Find(r, "fp32-gemm"), nullptr);
+}
+
+Run ChainRunMeasured(const char* kernel, double sm, double mem) {
+  TraceBuilder b;
+  const std::pair<const char*, uint64_t> step[] = {
+      {"matmul_tile", 100'000},
+      {"void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>()",
+       40'000},
+      {"softmax_warp_forward", 60'000},
+      {"layer_norm_kernel", 50'000}};
+  uint64_t t = B + 10'000, a = B;
+  bool measured = false;
+  for (uint64_t i = 0; i < 50; ++i)
+    for (const auto& [name, d] : step) {
+      const uint32_t c = b.Api("cudaLaunchKernel", a, a + 800);
+      b.Kernel(name, t, t + d, c);
+      if (!measured && kernel != nullptr && std::string(name) == kernel) {
+        b.Counters(c, sm, mem, 0, 50);
+        measured = true;
+      }
+      a += 1'000;
+      t += d;
+    }
+  return b.Build();
+}
+
+TEST(Hints, MemoryBoundChainTakesTheCountersWord) {
+  // layer_norm_kernel measured compute-bound: the chains are two kernels long, none counts.
+  Result r = Compute(ChainRunMeasured("layer_norm_kernel", 85, 20));
+  EXPECT_EQ(Find(r, "memory-bound-chain"), nullptr);
+  // matmul_tile measured memory-bound joins: one chain of all 200 kernels, the longest kept.
+  r = Compute(ChainRunMeasured("matmul_tile", 10, 85));
+  const Hint* h = Find(r, "memory-bound-chain");
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->est_saving_ns, 50u * 250'000 - 100'000);
+  EXPECT_TRUE(EvidenceMentions(*h, "200 kernels in 1 chains"));
+  EXPECT_TRUE(EvidenceMentions(*h, "by their counters only"));
+}
+
+TEST(Hints, UnderfilledGridTakesTheCountersWord) {
+  for (const double mem : {3.0, 85.0}) {
+    TraceBuilder b;
+    b.Device(0, "NVIDIA H100 80GB HBM3", 132);
+    for (uint64_t i = 0; i < 100; ++i) {
+      const uint64_t a = B + i * 5'000, t = B + 10'000 + i * 2'000'000;
+      const uint32_t c = b.Api("cudaLaunchKernel", a, a + 4'000);
+      b.Kernel("block_sum(float const*, unsigned long, float*)", t, t + 2'000'000, c, {8, 1, 1});
+      if (i == 0) b.Counters(c, 4, mem, 0, 6);
+    }
+    Result r = Compute(b.Build());
+    const Hint* h = Find(r, "underfilled-grid");
+    if (mem > 60) {
+      EXPECT_EQ(h, nullptr) << "memory at 85% of its peak limits it, not the grid";
+    } else {
+      ASSERT_NE(h, nullptr);
+      EXPECT_TRUE(EvidenceMentions(*h, "hardware counters, block_sum"));
+    }
+  }
+}
+
+Run LatencyRun(bool measured) {
+  TraceBuilder b;
+  b.Device(0, "NVIDIA H100 80GB HBM3", 132);
+  for (uint64_t i = 0; i < 100; ++i) {
+    const uint64_t a = B + i * 5'000, t = B + 10'000 + i * 200'000;
+    const uint32_t c = b.Api("cudaLaunchKernel", a, a + 4'000);
+    b.Kernel("spin_step(float*, int)", t, t + 100'000, c, {132, 1, 1});
+    if (measured && i == 0) b.Counters(c, 45, 1, 0, 12.5);
+  }
+  return b.Build();
+}
+
+TEST(Hints, LatencyBoundSpeaksOnlyFromCountersWithItsCauses) {
+  EXPECT_EQ(Find(Compute(LatencyRun(false)), "latency-bound"), nullptr);
+  Result r = Compute(LatencyRun(true));
+  const Hint* h = Find(r, "latency-bound");
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->severity, Severity::Info);
+  EXPECT_EQ(h->est_saving_ns, 0u);
+  EXPECT_TRUE(EvidenceMentions(*h, "SM 45.0%, memory 1.0%"));
+  // 256 threads, 32 registers: the grid's one block per SM limits it to 8 of 64 warps.
+  EXPECT_TRUE(EvidenceMentions(
+      *h,
+      "at most 1 block(s), 12.5% of the SM's warps, resident per SM: limited by the grid "
+      "(132 blocks for 132 SMs)"));
 }
 
 TEST(Hints, DominantKernelIsInformationalWithStats) {
@@ -687,7 +787,7 @@ TEST(Hints, EveryRuleIsExercised) {
 
 TEST(Hints, IdsAndSeverityNames) {
   const auto& ids = HintIds();
-  EXPECT_EQ(ids.size(), 15u);
+  EXPECT_EQ(ids.size(), 16u);
   EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size());
   EXPECT_STREQ(SeverityName(Severity::Info), "info");
   EXPECT_STREQ(SeverityName(Severity::Warning), "warning");

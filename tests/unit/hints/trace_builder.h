@@ -125,6 +125,29 @@ class TraceBuilder {
     return *this;
   }
 
+  /// Replay's counters for the launch `corr` (KernelMetric records, as `--metrics replay`
+  /// writes them): SM, memory (and DRAM), tensor pipes and achieved occupancy, % of peak.
+  TraceBuilder& Counters(uint32_t corr, double sm, double mem, double tensor, double occupancy,
+                         uint16_t device = 0) {
+    const std::pair<const char*, double> metrics[] = {
+        {"sm__throughput.avg.pct_of_peak_sustained_elapsed", sm},
+        {"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", mem},
+        {"dram__throughput.avg.pct_of_peak_sustained_elapsed", mem},
+        {"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", tensor},
+        {"sm__warps_active.avg.pct_of_peak_sustained_active", occupancy}};
+    for (const auto& [name, value] : metrics) {
+      Record r;
+      r.kind = static_cast<uint8_t>(RecordKind::KernelMetric);
+      r.device = device;
+      r.correlation = corr;
+      r.a = 10;
+      r.name = t_.strings.Intern(name);
+      SetMetricValue(r, value);
+      t_.records.push_back(r);
+    }
+    return *this;
+  }
+
   TraceBuilder& Overhead(OverheadKind kind, uint64_t start, uint64_t end, uint32_t tid = 1) {
     Record r;
     r.kind = static_cast<uint8_t>(RecordKind::Overhead);

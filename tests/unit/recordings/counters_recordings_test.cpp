@@ -2,14 +2,15 @@
 // with every kernel replayed once (`kprof run --metrics replay --metrics-kernels .
 // --metrics-launches 1`), and examples/train_mlp.py with the top 10 kernels of the trace so far
 // replayed (`--metrics replay`), kernels/counter_characters under PM sampling every 100 us
-// (`--metrics sampled --metrics-interval 100`); plus the classification rule on Nsight
-// Compute's figures.
+// (`--metrics sampled --metrics-interval 100`), kernels/train_step 300 with its top kernels
+// replayed (the latency-bound hint); plus the classification rule on Nsight Compute's figures.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "kprof/analysis.h"
 #include "kprof/counters.h"
+#include "kprof/hints.h"
 #include "kprof/timeline.h"
 #include "kprof/trace.h"
 
@@ -166,6 +167,34 @@ TEST(CounterRecordings, SampledKernelsOfKnownCharacter) {
   const ProcessTimeline& p = tl.processes[0];
   ASSERT_EQ(p.replays.size(), 1u);
   EXPECT_EQ(p.replays[0].second - p.replays[0].first, c.setup_ns);
+}
+
+// train_step's kernels replayed (the top N of the trace so far): each is far from both roofs,
+// and latency-bound names the cause its launch configuration shows: 132 blocks of 256 threads
+// on 132 SMs, one block and 8 of 64 warps per SM, as the measured occupancy (12.5%) says.
+TEST(CounterRecordings, TrainStepKernelsAreLatencyBoundByTheirGrid) {
+  kprof::Run run = ReadInputs({Fixture("train_step_replay")});
+  const Timeline tl = BuildTimeline(run);
+  const Analysis an = Analyze(tl);
+  const CounterSummary& c = an.counters;
+  EXPECT_EQ(c.replayed_launches, 5u);
+  ASSERT_EQ(c.kernels.size(), 5u);
+  for (const KernelCounters& k : c.kernels) {
+    EXPECT_EQ(k.bound, Bound::Latency) << k.name;
+    EXPECT_NEAR(k.values.occupancy_pct, 12.5, 0.1) << k.name;
+  }
+  const std::vector<Hint> hints = ComputeHints(tl, an);
+  const Hint* h = nullptr;
+  for (const Hint& x : hints)
+    if (x.id == "latency-bound") h = &x;
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->severity, Severity::Info);
+  size_t by_grid = 0;
+  for (const std::string& e : h->evidence)
+    by_grid += e.find(
+                   "at most 1 block(s), 12.5% of the SM's warps, resident per SM: limited by "
+                   "the grid (132 blocks for 132 SMs)") != std::string::npos;
+  EXPECT_EQ(by_grid, 3u);  // the three kernels of 20 us or more
 }
 
 }  // namespace
