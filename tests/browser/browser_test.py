@@ -110,7 +110,10 @@ def make_pages(c):
     diff = c.src("tests", "fixtures", "gpu", "diff")
     subprocess.run([c.kprof, "diff", os.path.join(diff, "base"), os.path.join(diff, "slow10"),
                     "--html", c.page("diff"), "--force"], stdout=subprocess.DEVNULL)
-    for n in ("default-run", "torch_nvtx", "hostile", "gen1m", "diff"):
+    report("counters-sampled", c.src("tests", "fixtures", "gpu", "counter_characters_sampled"))
+    report("counters-replay", c.src("tests", "fixtures", "gpu", "counter_characters_replay"))
+    for n in ("default-run", "torch_nvtx", "hostile", "gen1m", "diff", "counters-sampled",
+              "counters-replay"):
         check(os.path.getsize(c.page(n)) > 0, "page %s written" % n)
 
 
@@ -259,6 +262,26 @@ def test_charts(c):
                   "%s: %s drawn (%s series, %d pixels of ink)" % (name, cid, series, ink))
         c.shot(name + "-charts", "charts")
         c.no_errors(name)
+
+
+def test_counters(c):
+    # PM sampling's tracks (3 metrics of device 0) and the replayed kernels' roofline
+    # (docs/counters.md); a run without counters draws neither.
+    for name, cid, want in (("counters-sampled", "counters-canvas", 3),
+                            ("counters-replay", "roofline-canvas", 6)):
+        c.load(name)
+        b = c.browser
+        series = b.js("var e = document.getElementById(arguments[0]);"
+                      "return e ? e.getAttribute('data-series') : null", cid)
+        ink = b.js(CANVAS_INK, cid) if series is not None else 0
+        check(series is not None and int(series) >= want and ink > 1000,
+              "%s: %s drawn (%s series or points, %d pixels of ink)" % (name, cid, series, ink))
+        c.shot(name + "-charts", "charts")
+        c.no_errors(name)
+    c.load("default-run")
+    none = c.browser.js("return !document.getElementById('counters-canvas') && "
+                        "!document.getElementById('roofline-canvas')")
+    check(none, "default-run: no counter chart without counters")
 
 
 def test_hostile(c):

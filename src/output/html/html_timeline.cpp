@@ -7,6 +7,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "kprof/metrics.h"
 #include "output/html/html_internal.h"
 
 namespace kprof::html {
@@ -202,6 +203,61 @@ void WriteMemory(JsonWriter& j, const Analysis& an, const Span& span, const Html
   j.EndArr().EndObj();
 }
 
+// Hardware counters (docs/counters.md): PM sampling's tracks (each sample's value at its start,
+// averaged per time bin past `util_bins` points) and the roofline's points (replayed kernels
+// with FLOPs and DRAM bytes) under the peaks they were measured against.
+void WriteCounters(JsonWriter& j, const Analysis& an, const Span& span, const HtmlOptions& o) {
+  const CounterSummary& c = an.counters;
+  j.Key("counters").Obj().S("roofline_text", FormatRoofline(c)).Key("tracks").Arr();
+  const size_t bins = std::max<size_t>(o.util_bins, 1);
+  const uint64_t w = std::max<uint64_t>(1, (span.len + bins - 1) / bins);
+  for (const CounterTrack& t : c.tracks) {
+    std::vector<uint64_t> ts;
+    std::vector<double> vs;
+    const bool reduce = t.t_ns.size() > bins;
+    std::vector<double> sum;
+    std::vector<uint32_t> n;
+    for (size_t i = 0; i < t.t_ns.size(); ++i) {
+      const uint64_t rel = span.Rel(t.t_ns[i]);
+      if (!reduce) {
+        ts.push_back(rel);
+        vs.push_back(t.value[i]);
+        continue;
+      }
+      const size_t b = std::min<size_t>(rel / w, bins - 1);
+      if (sum.empty()) sum.assign(bins, 0), n.assign(bins, 0);
+      sum[b] += t.value[i];
+      ++n[b];
+    }
+    for (size_t b = 0; b < n.size(); ++b)
+      if (n[b] > 0) {
+        ts.push_back(b * w);
+        vs.push_back(sum[b] / n[b]);
+      }
+    j.Obj().U("device", t.device);
+    j.S("label", fmt::format("{} {}", DeviceLabel(an, t.device), MetricLabel(t.metric)));
+    j.B("reduced", reduce).U64Array("t", ts).Key("v").Arr();
+    for (double v : vs) j.Dbl(v);
+    j.EndArr().EndObj();
+  }
+  j.EndArr().Key("roofline").Obj();
+  double peak_flops = kNotMeasured, peak_bw = kNotMeasured;
+  for (const KernelCounters& k : c.kernels) {
+    if (!Measured(peak_flops) && Measured(k.values.peak_flops_per_s))
+      peak_flops = k.values.peak_flops_per_s;
+    if (!Measured(peak_bw) && Measured(k.values.peak_dram_bytes_per_s))
+      peak_bw = k.values.peak_dram_bytes_per_s;
+  }
+  j.D("peak_flops_per_s", peak_flops).D("peak_dram_bytes_per_s", peak_bw).Key("points").Arr();
+  for (const KernelCounters& k : c.kernels) {
+    const double x = k.Intensity(), y = k.FlopsPerSecond();
+    if (!Measured(x) || !Measured(y) || x <= 0 || y <= 0) continue;
+    j.Obj().S("name", k.name).S("bound", BoundName(k.bound)).U("gpu_ns", k.gpu_ns);
+    j.D("intensity", x).D("flops_per_s", y).EndObj();
+  }
+  j.EndArr().EndObj().EndObj();
+}
+
 }  // namespace
 
 void WriteTimeline(JsonWriter& j, const Timeline& tl, const Analysis& an, const HtmlOptions& o) {
@@ -275,6 +331,7 @@ void WriteTimeline(JsonWriter& j, const Timeline& tl, const Analysis& an, const 
   j.EndArr().EndObj();
   WriteUtilisation(j, tl, an, span, o);
   WriteMemory(j, an, span, o);
+  WriteCounters(j, an, span, o);
 }
 
 }  // namespace kprof::html

@@ -161,16 +161,22 @@
     return { canvas: c, legend: legend };
   }
 
-  // Draws series of (x, y) points; step: hold each value until the next point.
-  function drawChart(c, span, ymax, yfmt, series, step, empty) {
-    var dpr = window.devicePixelRatio || 1, W = c.canvas.clientWidth || 600, H = 220;
+  // A chart's canvas sized to its box at height H (CSS pixels), cleared: its context and width.
+  function clearCanvas(c, H) {
+    var dpr = window.devicePixelRatio || 1, W = c.canvas.clientWidth || 600;
     c.canvas.width = Math.round(W * dpr);
     c.canvas.height = Math.round(H * dpr);
     var ctx = c.canvas.getContext('2d');
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    var L = 78, R = 12, T = 10, B = 26, pw = W - L - R, ph = H - T - B;
     ctx.fillStyle = '#fff';
     ctx.fillRect(0, 0, W, H);
+    return { ctx: ctx, W: W };
+  }
+
+  // Draws series of (x, y) points; step: hold each value until the next point.
+  function drawChart(c, span, ymax, yfmt, series, step, empty) {
+    var H = 220, cv = clearCanvas(c, H), ctx = cv.ctx, W = cv.W;
+    var L = 78, R = 12, T = 10, B = 26, pw = W - L - R, ph = H - T - B;
     ctx.font = '11px system-ui, sans-serif';
     ctx.textBaseline = 'middle';
     ctx.strokeStyle = '#e3e7ee';
@@ -245,6 +251,80 @@
     }
     draw();
     window.addEventListener('resize', draw);
+    counterCharts(grid, data);
+  }
+
+  // Hardware counters (docs/counters.md): PM sampling's tracks, % of peak over time, and the
+  // roofline of the replayed kernels (log-log: FLOP per DRAM byte against FLOP/s, under the FP32
+  // and DRAM roofs measured with them). Only for runs with counters.
+  var BOUND_COLOR = { compute: '#e15759', memory: '#2f6fd0', latency: '#59a14f', mixed: '#b07aa1' };
+  function counterCharts(grid, data) {
+    var cs = data.counters, tl = data.timeline;
+    if (!cs) return;
+    if (cs.tracks.length) {
+      var k = chartCanvas(grid, 'counters-canvas', 'Hardware counters (PM sampling, % of peak)');
+      var kseries = cs.tracks.map(function (t) {
+        return { label: t.label + (t.reduced ? ' (bin means)' : ''), x: t.t, y: t.v };
+      });
+      var drawCounters = function () {
+        k.legend.textContent = '';
+        drawChart(k, tl.span_ns, 100, function (v) { return Math.round(v) + '%'; }, kseries, true, '');
+      };
+      drawCounters();
+      window.addEventListener('resize', drawCounters);
+    }
+    var roof = cs.roofline;
+    if (roof.points.length && roof.peak_flops_per_s && roof.peak_dram_bytes_per_s) {
+      var r = chartCanvas(grid, 'roofline-canvas', 'Roofline (replayed kernels; FP32 and DRAM roofs)');
+      var drawRoof = function () { r.legend.textContent = ''; drawRoofline(r, roof); };
+      drawRoof();
+      window.addEventListener('resize', drawRoof);
+    }
+  }
+
+  function drawRoofline(c, roof) {
+    var H = 260, cv = clearCanvas(c, H), ctx = cv.ctx, W = cv.W;
+    var L = 78, R = 12, T = 10, B = 30, pw = W - L - R, ph = H - T - B;
+    var pf = roof.peak_flops_per_s, pb = roof.peak_dram_bytes_per_s, ridge = pf / pb;
+    var xs = roof.points.map(function (p) { return p.intensity; }).concat([ridge]);
+    var ys = roof.points.map(function (p) { return p.flops_per_s; }).concat([pf]);
+    var x0 = Math.floor(Math.log10(Math.min.apply(null, xs))) - 1, x1 = Math.ceil(Math.log10(Math.max.apply(null, xs))) + 1;
+    var y0 = Math.floor(Math.log10(Math.min.apply(null, ys))) - 1, y1 = Math.ceil(Math.log10(pf)) + 1;
+    function px(v) { return L + (Math.log10(v) - x0) / (x1 - x0) * pw; }
+    function py(v) { return T + ph - (Math.log10(v) - y0) / (y1 - y0) * ph; }
+    ctx.font = '11px system-ui, sans-serif';
+    ctx.textBaseline = 'middle';
+    ctx.strokeStyle = '#e3e7ee';
+    ctx.fillStyle = '#5b6576';
+    for (var e = y0; e <= y1; e++) {
+      var gy = py(Math.pow(10, e));
+      ctx.beginPath(); ctx.moveTo(L, gy + 0.5); ctx.lineTo(L + pw, gy + 0.5); ctx.stroke();
+      ctx.textAlign = 'right';
+      ctx.fillText('1e' + e + ' FLOP/s', L - 6, gy);
+    }
+    for (var f = x0; f <= x1; f++) {
+      ctx.textAlign = 'center';
+      ctx.fillText('1e' + f, px(Math.pow(10, f)), H - B / 2 + 4);
+    }
+    // The roofs: bandwidth-bound up to the ridge, compute-bound after it.
+    ctx.strokeStyle = '#1f2430';
+    ctx.lineWidth = 2;
+    ctx.beginPath();
+    var xa = Math.pow(10, x0);
+    ctx.moveTo(px(xa), py(Math.max(xa * pb, Math.pow(10, y0))));
+    ctx.lineTo(px(ridge), py(pf));
+    ctx.lineTo(px(Math.pow(10, x1)), py(pf));
+    ctx.stroke();
+    roof.points.forEach(function (p) {
+      ctx.fillStyle = BOUND_COLOR[p.bound] || '#5b6576';
+      ctx.beginPath();
+      ctx.arc(px(p.intensity), py(p.flops_per_s), 5, 0, 2 * Math.PI);
+      ctx.fill();
+      var item = el('span', null, p.name + ' (' + (p.bound || '?') + ', ' + p.intensity.toPrecision(3) + ' FLOP/B)');
+      item.style.setProperty('--c', BOUND_COLOR[p.bound] || '#5b6576');
+      c.legend.appendChild(item);
+    });
+    c.canvas.setAttribute('data-series', String(roof.points.length));
   }
 
   // ---- The report page ----------------------------------------------------------------------
