@@ -38,6 +38,12 @@ struct CounterValues {
   double duration_ns = kNotMeasured;  ///< replay: the kernel's duration under the profiler
 };
 
+/// The memory side of the Speed Of Light: the memory throughput, or DRAM's where it was not
+/// measured (PM sampling).
+inline double MemoryPct(const CounterValues& v) {
+  return Measured(v.mem_pct) ? v.mem_pct : v.dram_pct;
+}
+
 /// Classifies by the Speed Of Light throughputs, as Nsight Compute's SOL rule judges them, the
 /// SM side being the SM throughput or the tensor pipes' where higher: latency-bound when both
 /// sides are below kHighThroughputPct; else bound by the higher one when they are kBalancedPct

@@ -41,7 +41,7 @@ const char* CounterSourceName(CounterSource s) {
 }
 
 Bound Classify(const CounterValues& v) {
-  const double mem = Measured(v.mem_pct) ? v.mem_pct : v.dram_pct;
+  const double mem = MemoryPct(v);
   if (!Measured(v.sm_pct) || !Measured(mem)) return Bound::Unknown;
   // The SM side: its throughput, or its tensor pipes' where higher (PM sampling's SM figure
   // counts instructions issued, of which a tensor-core GEMM issues few; replay's SM throughput

@@ -181,7 +181,7 @@ std::string CounterLine(const CounterValues& v) {
     out += fmt::format("{}{} {:.1f}%", out.empty() ? "" : ", ", what, pct);
   };
   add("SM", v.sm_pct);
-  add("memory", Measured(v.mem_pct) ? v.mem_pct : v.dram_pct);
+  add("memory", MemoryPct(v));
   add("tensor pipes", v.tensor_pct);
   add("achieved occupancy", v.occupancy_pct);
   return out;

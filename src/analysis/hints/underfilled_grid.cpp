@@ -19,11 +19,11 @@ std::optional<Hint> UnderfilledGrid(const RuleContext& c) {
   struct K {
     uint64_t n = 0, ns = 0, save = 0, blocks = 0;
     uint32_t sm = 0;
+    const KernelCounters* counters = nullptr;  // when measured
   };
   std::map<std::string, K> ks;
   CounterLookup counters(c);
   uint64_t saturated_ns = 0;
-  std::map<std::string, const KernelCounters*> measured;
   for (const ProcessTimeline& p : c.timeline.processes)
     for (const Record* a : p.acts) {
       if (a->Kind() != RecordKind::Kernel || a->DurationNs() < kUnderfilledMinNs) continue;
@@ -33,15 +33,14 @@ std::optional<Hint> UnderfilledGrid(const RuleContext& c) {
       if (blocks == 0 || blocks >= sm) continue;
       // Measured: a unit already near its peak with this grid is what limits the kernel, not
       // the SMs left idle.
-      if (const KernelCounters* kc = counters.Of(p, *a)) {
-        const CounterValues& v = kc->values;
-        const double mem = Measured(v.mem_pct) ? v.mem_pct : v.dram_pct;
-        if ((Measured(v.sm_pct) && v.sm_pct >= kHighThroughputPct) ||
+      const KernelCounters* kc = counters.Of(p, *a);
+      if (kc != nullptr) {
+        const double sm_pct = kc->values.sm_pct, mem = MemoryPct(kc->values);
+        if ((Measured(sm_pct) && sm_pct >= kHighThroughputPct) ||
             (Measured(mem) && mem >= kHighThroughputPct)) {
           saturated_ns += d;
           continue;
         }
-        measured[p.KernelName(*a)] = kc;
       }
       // Same work spread over every SM with perfect scaling: d * blocks / sm.
       uint64_t save = d - d * blocks / sm;
@@ -53,6 +52,7 @@ std::optional<Hint> UnderfilledGrid(const RuleContext& c) {
       k.save += save;
       k.blocks = std::max(k.blocks, blocks);
       k.sm = it->second;
+      k.counters = kc;
     }
   if (!Price(h, c)) return std::nullopt;
   std::vector<std::pair<std::string, K>> v(ks.begin(), ks.end());
@@ -65,9 +65,9 @@ std::optional<Hint> UnderfilledGrid(const RuleContext& c) {
                                      Dur(v[i].second.ns / v[i].second.n), v[i].second.blocks,
                                      v[i].second.sm));
   for (size_t i = 0; i < v.size() && i < 3; ++i)
-    if (auto m = measured.find(v[i].first); m != measured.end())
-      h.evidence.push_back(fmt::format("hardware counters, {}: {}", Short(v[i].first, 40),
-                                       CounterLine(m->second->values)));
+    if (const KernelCounters* kc = v[i].second.counters)
+      h.evidence.push_back(
+          fmt::format("hardware counters, {}: {}", Short(v[i].first, 40), CounterLine(kc->values)));
   if (saturated_ns > 0)
     h.evidence.push_back(fmt::format(
         "left out: {} of small-grid kernels whose counters show a unit at {:.0f}% of its peak or "

@@ -215,25 +215,25 @@ void WriteCounters(JsonWriter& j, const Analysis& an, const Span& span, const Ht
     std::vector<uint64_t> ts;
     std::vector<double> vs;
     const bool reduce = t.t_ns.size() > bins;
-    std::vector<double> sum;
-    std::vector<uint32_t> n;
-    for (size_t i = 0; i < t.t_ns.size(); ++i) {
-      const uint64_t rel = span.Rel(t.t_ns[i]);
-      if (!reduce) {
-        ts.push_back(rel);
+    if (!reduce) {
+      for (size_t i = 0; i < t.t_ns.size(); ++i) {
+        ts.push_back(span.Rel(t.t_ns[i]));
         vs.push_back(t.value[i]);
-        continue;
       }
-      const size_t b = std::min<size_t>(rel / w, bins - 1);
-      if (sum.empty()) sum.assign(bins, 0), n.assign(bins, 0);
-      sum[b] += t.value[i];
-      ++n[b];
+    } else {
+      std::vector<double> sum(bins, 0);
+      std::vector<uint32_t> n(bins, 0);
+      for (size_t i = 0; i < t.t_ns.size(); ++i) {
+        const size_t b = std::min<size_t>(span.Rel(t.t_ns[i]) / w, bins - 1);
+        sum[b] += t.value[i];
+        ++n[b];
+      }
+      for (size_t b = 0; b < bins; ++b)
+        if (n[b] > 0) {
+          ts.push_back(b * w);
+          vs.push_back(sum[b] / n[b]);
+        }
     }
-    for (size_t b = 0; b < n.size(); ++b)
-      if (n[b] > 0) {
-        ts.push_back(b * w);
-        vs.push_back(sum[b] / n[b]);
-      }
     j.Obj().U("device", t.device);
     j.S("label", fmt::format("{} {}", DeviceLabel(an, t.device), MetricLabel(t.metric)));
     j.B("reduced", reduce).U64Array("t", ts).Key("v").Arr();
