@@ -8,7 +8,9 @@ cost: DIR/cost.tsv (workload, variant, round, wall_s, rc): the median wall time 
       counters); runs that failed are left out and counted.
 ncu:  DIR/cc-replay.json (`kprof report --by kernel --format json` of the replayed run) against
       DIR/ncu.csv (`ncu --csv --page raw`): per kernel name, kprof's and Nsight Compute's
-      throughputs (the first launch of each name in ncu's list), and the largest gap in points.
+      throughputs (the first launch of each name in ncu's list), and the largest gap in points;
+      then DIR/cc-sampled.json (PM sampling, GPU-wide samples inside each kernel) against the
+      same ncu rows, metric by metric as sampling measures them (SAMPLED_COLUMNS).
 Prints Markdown; a part whose files are missing is skipped.
 """
 import csv
@@ -24,6 +26,13 @@ NCU_COLUMNS = [  # (kprof's JSON key, ncu's metric, column title)
     ("l2_pct", "lts__throughput.avg.pct_of_peak_sustained_elapsed", "L2 %"),
     ("tensor_pct", "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
      "Tensor %"),
+]
+SAMPLED_COLUMNS = [  # what PM sampling measures (src/format/metrics.cpp) and ncu's counterpart
+    ("sm_pct", "sm__inst_executed.avg.pct_of_peak_sustained_elapsed", "SM inst %"),
+    ("dram_pct", "dram__throughput.avg.pct_of_peak_sustained_elapsed", "DRAM %"),
+    ("tensor_pct", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", "Tensor %"),
+    ("l2_pct", "lts__t_sectors.avg.pct_of_peak_sustained_elapsed", "L2 sectors %"),
+    ("occupancy_pct", "sm__warps_active.avg.pct_of_peak_sustained_active", "Occupancy %"),
 ]
 
 
@@ -50,7 +59,7 @@ def cost_table(path):
         print(f"\n{failed} run(s) failed and are left out.")
 
 
-def ncu_table(json_path, csv_path):
+def ncu_table(json_path, csv_path, columns):
     with open(json_path) as f:
         kprof = {k["name"]: k for k in json.load(f)["counters"]["kernels"]}
     with open(csv_path) as f:
@@ -60,16 +69,16 @@ def ncu_table(json_path, csv_path):
     ncu = {}
     for row in data:
         ncu.setdefault(row[name_at], row)  # the first launch of each name
-    print("| kernel | class | " + " | ".join(f"{t} kprof / ncu" for _, _, t in NCU_COLUMNS) +
+    print("| kernel | class | " + " | ".join(f"{t} kprof / ncu" for _, _, t in columns) +
           " | largest gap (pp) |")
-    print("|---|---|" + "---|" * len(NCU_COLUMNS) + "---|")
+    print("|---|---|" + "---|" * len(columns) + "---|")
     for name, k in kprof.items():
         row = next((r for n, r in ncu.items() if n.startswith(name.split("(")[0].rstrip("…"))),
                    None)
         if row is None:
             continue
         cells, gap = [], 0.0
-        for key, metric, _ in NCU_COLUMNS:
+        for key, metric, _ in columns:
             ours = k.get(key)
             theirs = float(row[head.index(metric)]) if metric in head else None
             if ours is None or theirs is None:
@@ -89,7 +98,13 @@ def main():
         print()
     replay, ncu = os.path.join(out, "cc-replay.json"), os.path.join(out, "ncu.csv")
     if os.path.exists(replay) and os.path.exists(ncu):
-        ncu_table(replay, ncu)
+        print("Replay against ncu:\n")
+        ncu_table(replay, ncu, NCU_COLUMNS)
+        print()
+    sampled = os.path.join(out, "cc-sampled.json")
+    if os.path.exists(sampled) and os.path.exists(ncu):
+        print("PM sampling against ncu:\n")
+        ncu_table(sampled, ncu, SAMPLED_COLUMNS)
 
 
 if __name__ == "__main__":

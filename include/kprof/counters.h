@@ -3,6 +3,7 @@
 // the classification of a kernel as compute-, memory- or latency-bound.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -38,10 +39,13 @@ struct CounterValues {
   double duration_ns = kNotMeasured;  ///< replay: the kernel's duration under the profiler
 };
 
-/// The memory side of the Speed Of Light: the memory throughput, or DRAM's where it was not
-/// measured (PM sampling).
+/// The memory side of the Speed Of Light: the memory throughput, or where it was not measured
+/// (PM sampling) the higher of DRAM's and L2's, as Nsight Compute's memory throughput is the
+/// highest of its units'.
 inline double MemoryPct(const CounterValues& v) {
-  return Measured(v.mem_pct) ? v.mem_pct : v.dram_pct;
+  if (Measured(v.mem_pct)) return v.mem_pct;
+  if (!Measured(v.l2_pct)) return v.dram_pct;
+  return Measured(v.dram_pct) ? std::max(v.dram_pct, v.l2_pct) : v.l2_pct;
 }
 
 /// Classifies by the Speed Of Light throughputs, as Nsight Compute's SOL rule judges them, the
@@ -49,7 +53,7 @@ inline double MemoryPct(const CounterValues& v) {
 /// sides are below kHighThroughputPct; else bound by the higher one when they are kBalancedPct
 /// or more apart; when balanced, compute-bound if the SM side is at least as busy as DRAM and
 /// L2, else memory-bound. Unknown when either was not measured. Without the memory throughput
-/// (PM sampling), DRAM's stands for it.
+/// (PM sampling), the higher of DRAM's and L2's stands for it.
 Bound Classify(const CounterValues& v);
 
 /// Where counter values of a kernel came from.

@@ -30,13 +30,18 @@ const std::vector<CounterMetric>& ReplayMetrics() {
 
 // Single-pass metrics only (PM sampling cannot take more): Speed Of Light's two throughputs are
 // not among them on Hopper; the SM's instruction issue rate stands for the SM throughput and
-// DRAM's throughput for the memory's (docs/counters.md).
+// DRAM's and L2's for the memory's (docs/counters.md). L2 is its sector throughput
+// (`lts__throughput`, the largest of L2's sub-unit throughputs, takes four passes on the GH100)
+// and occupancy the realtime warp count (`sm__warps_active` takes two). The agent drops, and
+// says so, a metric a chip cannot sample in the one pass: the first ones are kept.
 const std::vector<CounterMetric>& SampledMetrics() {
   static const std::vector<CounterMetric> m = {
       {"sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed", CounterRole::SmPct},
       {"dram__throughput.avg.pct_of_peak_sustained_elapsed", CounterRole::DramPct},
       {"sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
        CounterRole::TensorPct},
+      {"lts__t_sectors.avg.pct_of_peak_sustained_elapsed", CounterRole::L2Pct},
+      {"sm__warps_active_realtime.avg.pct_of_peak_sustained_active", CounterRole::OccupancyPct},
   };
   return m;
 }

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "kprof/analysis.h"
 #include "kprof/hints.h"
+#include "kprof/metrics.h"
 #include "kprof/timeline.h"
 #include "kprof/trace.h"
 
@@ -121,6 +122,21 @@ TEST(GpuCounters, SampledThroughputsBesideTracing) {
   ASSERT_NE(bf16, nullptr) << r.out;
   EXPECT_GT(bf16->values.tensor_pct, 80.0);
   EXPECT_EQ(bf16->bound, Bound::Compute);
+  // Every sampled metric fits the one pass on this GPU (none left out): a track each, and L2
+  // and occupancy per kernel. The streaming axpy keeps L2 busy and the SMs full of warps; the
+  // latency chase, one warp per block on a tiny grid, leaves them nearly empty.
+  std::vector<std::string> metrics;
+  for (const CounterTrack& t : c.tracks)
+    if (std::find(metrics.begin(), metrics.end(), t.metric) == metrics.end())
+      metrics.push_back(t.metric);
+  EXPECT_EQ(metrics.size(), SampledMetrics().size());
+  EXPECT_GT(axpy->values.l2_pct, 50.0);
+  EXPECT_GT(axpy->values.occupancy_pct, 30.0);
+  const KernelCounters* chase = Named(c, "latency_chase");
+  ASSERT_NE(chase, nullptr) << r.out;
+  EXPECT_EQ(chase->bound, Bound::Latency);
+  EXPECT_LT(chase->values.occupancy_pct, 10.0);
+  EXPECT_LT(chase->values.l2_pct, 10.0);
   EXPECT_GT(c.setup_ns, 0u);  // what the program waited for the set-up, stated
   // Tracing is whole: 3 rounds of 7 kernels, plus the 9 that fill the buffers; sampling started
   // before the first kernel (with the first context).

@@ -54,6 +54,19 @@ TEST(CounterClass, NsightComputesFiguresOfKnownKernels) {
   sampled.sm_pct = 5;
   sampled.dram_pct = 85;
   EXPECT_EQ(Classify(sampled), Bound::Memory);
+  // With L2's sampled too, the higher of the two is the memory side: a kernel that keeps L2
+  // busy out of DRAM's sight (a working set that fits in L2) is memory-bound, not latency.
+  sampled.dram_pct = 20;
+  EXPECT_EQ(MemoryPct(sampled), 20);
+  EXPECT_EQ(Classify(sampled), Bound::Latency);
+  sampled.l2_pct = 78;
+  EXPECT_EQ(MemoryPct(sampled), 78);
+  EXPECT_EQ(Classify(sampled), Bound::Memory);
+  sampled.dram_pct = kNotMeasured;
+  EXPECT_EQ(MemoryPct(sampled), 78);
+  // The memory throughput, where measured (replay), is the memory side whatever L2 says.
+  sampled.mem_pct = 40;
+  EXPECT_EQ(MemoryPct(sampled), 40);
 }
 
 TEST(CounterRecordings, KernelsOfKnownCharacterAreClassified) {
