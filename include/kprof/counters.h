@@ -83,6 +83,11 @@ struct CounterTrack {
   std::vector<double> value;
 };
 
+struct ProcessTrace;
+/// The PM sampling tracks of one process, one per (device, metric), each in time order: built
+/// from its CounterSample records for the analysis and the trace writers alike.
+std::vector<CounterTrack> CounterTracks(const ProcessTrace& p);
+
 /// The counters of a run: what was asked for, what it cost, and the values per kernel name.
 struct CounterSummary {
   std::string mode;     ///< "replay", "sampled", "replay,sampled"; "" when none was asked for

@@ -80,6 +80,36 @@ const KernelCounters* CounterSummary::Find(std::string_view kernel) const {
   return nullptr;
 }
 
+std::vector<CounterTrack> CounterTracks(const ProcessTrace& p) {
+  std::vector<CounterTrack> tracks;
+  std::map<std::pair<uint16_t, uint32_t>, size_t> track_of;  // (device, metric name id)
+  for (const Record& r : p.records) {
+    if (r.Kind() != RecordKind::CounterSample) continue;
+    auto [it, fresh] = track_of.try_emplace({r.device, r.name}, tracks.size());
+    if (fresh) tracks.push_back({p.pid, r.device, p.Name(r), {}, {}, {}});
+    CounterTrack& t = tracks[it->second];
+    t.t_ns.push_back(r.start_ns);
+    t.end_ns.push_back(r.end_ns);
+    t.value.push_back(MetricValue(r));
+  }
+  for (CounterTrack& t : tracks) {
+    // The agent writes samples in order per device; files from elsewhere are sorted here.
+    if (std::is_sorted(t.t_ns.begin(), t.t_ns.end())) continue;
+    std::vector<size_t> idx(t.t_ns.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](size_t x, size_t y) { return t.t_ns[x] < t.t_ns[y]; });
+    CounterTrack s{t.pid, t.device, t.metric, {}, {}, {}};
+    for (size_t i : idx) {
+      s.t_ns.push_back(t.t_ns[i]);
+      s.end_ns.push_back(t.end_ns[i]);
+      s.value.push_back(t.value[i]);
+    }
+    t = std::move(s);
+  }
+  return tracks;
+}
+
 namespace detail {
 
 void AddMetric(CounterValues& v, std::string_view metric, double value) {
@@ -186,27 +216,23 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
 
     // Replay: the metrics of each measured launch, by correlation id.
     std::unordered_map<uint32_t, CounterValues> replayed;
-    // PM sampling: per (device, metric), the samples in time order.
-    std::map<std::pair<uint16_t, uint32_t>, size_t> track_of;
-    std::vector<size_t> tracks_here;
+    // PM sampling: the tracks of this process, and for each device the tracks' indices.
+    std::map<uint16_t, std::vector<size_t>> device_tracks;
+    std::map<uint16_t, uint64_t> device_samples;
+    for (CounterTrack& t : CounterTracks(p)) {
+      device_tracks[t.device].push_back(out.tracks.size());
+      // A device's samples: its longest track (each sample holds a value of every metric).
+      uint64_t& n = device_samples[t.device];
+      n = std::max<uint64_t>(n, t.t_ns.size());
+      out.tracks.push_back(std::move(t));
+    }
+    for (const auto& [device, n] : device_samples) out.samples += n;
     for (const Record& r : p.records) {
       switch (r.Kind()) {
         case RecordKind::KernelMetric:
           AddMetric(replayed[r.correlation], p.Name(r), MetricValue(r));
           out.max_passes = std::max(out.max_passes, r.a);
           break;
-        case RecordKind::CounterSample: {
-          auto [it, fresh] = track_of.try_emplace({r.device, r.name}, out.tracks.size());
-          if (fresh) {
-            out.tracks.push_back({p.pid, r.device, p.Name(r), {}, {}, {}});
-            tracks_here.push_back(it->second);
-          }
-          CounterTrack& t = out.tracks[it->second];
-          t.t_ns.push_back(r.start_ns);
-          t.end_ns.push_back(r.end_ns);
-          t.value.push_back(MetricValue(r));
-          break;
-        }
         case RecordKind::Overhead:
           if (r.a == static_cast<uint32_t>(OverheadKind::CounterReplay))
             out.replay_ns += r.DurationNs();
@@ -218,25 +244,6 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
       }
     }
     out.replayed_launches += replayed.size();
-    // Samples of a device as rows: for each sample index, the values of every metric.
-    std::map<uint16_t, std::vector<size_t>> device_tracks;
-    for (size_t ti : tracks_here) {
-      CounterTrack& t = out.tracks[ti];
-      // Records arrive in sample order per device; sort defensively (files from elsewhere).
-      std::vector<size_t> idx(t.t_ns.size());
-      for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-      std::stable_sort(idx.begin(), idx.end(),
-                       [&](size_t x, size_t y) { return t.t_ns[x] < t.t_ns[y]; });
-      CounterTrack s{t.pid, t.device, t.metric, {}, {}, {}};
-      for (size_t i : idx) {
-        s.t_ns.push_back(t.t_ns[i]);
-        s.end_ns.push_back(t.end_ns[i]);
-        s.value.push_back(t.value[i]);
-      }
-      t = std::move(s);
-      device_tracks[t.device].push_back(ti);
-      if (t.metric == SampledMetrics().front().name) out.samples += t.t_ns.size();
-    }
 
     for (size_t i = 0; i < pt.acts.size(); ++i) {
       const Record& k = *pt.acts[i];

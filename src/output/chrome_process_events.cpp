@@ -6,6 +6,7 @@
 #include <map>
 #include <vector>
 
+#include "kprof/counters.h"
 #include "kprof/metrics.h"
 #include "output/chrome_writer.h"
 
@@ -103,21 +104,15 @@ void ChromeWriter::Instants(uint32_t i) {
 }
 
 void ChromeWriter::Counters(uint32_t i) {
-  const ProcessTrace& p = run_.processes[i];
   // One track per (device, metric), on the GPU's process, as the GPU's slices are.
-  std::map<std::pair<uint16_t, uint32_t>, std::vector<const Record*>> tracks;
-  for (const Record& r : p.records)
-    if (r.Kind() == RecordKind::CounterSample) tracks[{r.device, r.name}].push_back(&r);
-  for (auto& [key, samples] : tracks) {
-    std::stable_sort(samples.begin(), samples.end(),
-                     [](const Record* a, const Record* b) { return a->start_ns < b->start_ns; });
-    const std::string_view label = MetricLabel(p.Name(*samples.front()));
+  for (const CounterTrack& t : CounterTracks(run_.processes[i])) {
+    const std::string_view label = MetricLabel(t.metric);
     const auto point = [&](uint64_t ts, double value) {
       Begin();
       Raw("{\"ph\": \"C\", \"cat\": \"gpu_counter\", \"name\": ");
       Str(label);
       Raw(", \"pid\": ");
-      UInt(key.first);
+      UInt(t.device);
       Raw(", \"tid\": 0, \"ts\": ");
       Ts(ts);
       Raw(", \"args\": {\"value\": ");
@@ -126,14 +121,12 @@ void ChromeWriter::Counters(uint32_t i) {
       out_.append(b, static_cast<size_t>(r.ptr - b));
       Raw("}}");
     };
-    for (size_t j = 0; j < samples.size(); ++j) {
-      const Record& r = *samples[j];
-      point(r.start_ns, MetricValue(r));
+    for (size_t j = 0; j < t.t_ns.size(); ++j) {
+      point(t.t_ns[j], t.value[j]);
       // A track holds its value until the next point: end it where the samples stop (the last
       // one, or a hole of more than half a sample before the next).
-      const uint64_t len = r.end_ns > r.start_ns ? r.end_ns - r.start_ns : 0;
-      if (j + 1 == samples.size() || samples[j + 1]->start_ns > r.end_ns + len / 2)
-        point(r.end_ns, 0.0);
+      const uint64_t len = t.end_ns[j] > t.t_ns[j] ? t.end_ns[j] - t.t_ns[j] : 0;
+      if (j + 1 == t.t_ns.size() || t.t_ns[j + 1] > t.end_ns[j] + len / 2) point(t.end_ns[j], 0.0);
     }
   }
 }
