@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -128,9 +129,11 @@ void ProcessBuffer(Agent& a, Interner& strings, std::vector<Record>& staging, ui
                    size_t valid) {
   staging.clear();
   MetaList meta;
-  // Kernel GPU time by name, for the counters' top N (only when they choose from the trace).
+  // Kernel GPU time by name, for the counters' top N (only when they choose from the trace):
+  // summed by CUPTI's name pointer (the same for a function's records), a string per name and
+  // buffer, not per record.
   const bool tally = a.counters_top_from_trace;
-  std::vector<std::pair<std::string, uint64_t>> times;
+  std::unordered_map<const char*, uint64_t> by_name;
   CUpti_Activity* rec = nullptr;
   while (true) {
     CUptiResult r = cuptiActivityGetNextRecord(buf, valid, &rec);
@@ -144,7 +147,7 @@ void ProcessBuffer(Agent& a, Interner& strings, std::vector<Record>& staging, ui
       case ConvertResult::Converted:
         staging.push_back(out);
         if (tally && out.Kind() == RecordKind::Kernel)
-          times.emplace_back(KernelActivityName(rec), out.DurationNs());
+          by_name[KernelActivityName(rec)] += out.DurationNs();
         break;
       case ConvertResult::MissingTimestamp:
         // A kernel replayed for its counters: CUPTI gives it no times; the replay measured them.
@@ -163,7 +166,13 @@ void ProcessBuffer(Agent& a, Interner& strings, std::vector<Record>& staging, ui
   }
   TakeReplayedKernels(a, staging, false);
   // Strings before the records that use them; a crash between blocks leaves a readable file.
-  if (tally) NoteKernelTimes(times);
+  if (tally && !by_name.empty()) {
+    std::vector<std::pair<std::string, uint64_t>> times;
+    times.reserve(by_name.size());
+    for (const auto& [name, ns] : by_name)
+      if (name != nullptr) times.emplace_back(name, ns);
+    NoteKernelTimes(times);
+  }
   auto fresh = strings.TakeNew();
   if (!fresh.empty()) a.writer.WriteStrings(fresh);
   if (!meta.empty()) a.writer.WriteMeta(meta);
