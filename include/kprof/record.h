@@ -16,8 +16,9 @@ inline constexpr char kFileMagic[8] = {'K', 'P', 'R', 'O', 'F', 'R', 'U', 'N'};
 /// Major version: a reader refuses files with a larger major version.
 inline constexpr uint16_t kFormatMajor = 1;
 /// Minor version: additions that older readers may ignore (new block types, new meta keys).
-inline constexpr uint16_t kFormatMinor = 3;  // 1: graph records (kinds 15-17); 2: their end_ns;
-                                             // 3: hardware counters (kinds 18-19)
+inline constexpr uint16_t kFormatMinor = 4;  // 1: graph records (kinds 15-17); 2: their end_ns;
+                                             // 3: hardware counters (kinds 18-19);
+                                             // 4: capture windows (kind 20)
 /// Largest payload a block may declare; anything larger is treated as corruption.
 inline constexpr uint32_t kMaxBlockPayload = 64u << 20;
 
@@ -44,10 +45,11 @@ enum class RecordKind : uint8_t {
   GraphEvent = 17,    ///< a graph or executable graph made or destroyed; flags = GraphEventKind
   CounterSample = 18,  ///< one metric of one GPU-wide counter sample (PM sampling), on a device
   KernelMetric = 19,   ///< one metric of one kernel launch, measured by replaying it
+  CaptureWindow = 20,  ///< a stretch of time kprof recorded (--capture, --delay, --duration)
 };
 
 /// Number of RecordKind values, for table sizing (highest value + 1).
-inline constexpr size_t kRecordKindCount = 20;
+inline constexpr size_t kRecordKindCount = 21;
 
 /// How a GraphNode record's node came to be (GraphNode.flags).
 enum class GraphNodeOrigin : uint8_t {
@@ -131,6 +133,22 @@ enum class OverheadKind : uint8_t {
   CounterSetup = 11,   ///< kprof setting up PM sampling on a device (--metrics sampled)
 };
 
+/// What opened a capture window (CaptureWindow.flags).
+enum class CaptureTrigger : uint8_t {
+  Unknown = 0,
+  Nvtx = 1,         ///< the push (or start) of the NVTX range --capture nvtx:NAME names
+  ProfilerApi = 2,  ///< cudaProfilerStart / cuProfilerStart (--capture cuda-profiler-api)
+  Time = 3,         ///< --delay elapsed (or the process began: --duration alone)
+};
+/// What closed a capture window (CaptureWindow.b).
+enum class CaptureEnd : uint8_t {
+  Unknown = 0,
+  RangeEnded = 1,    ///< the NVTX range that opened it ended
+  ProfilerStop = 2,  ///< cudaProfilerStop / cuProfilerStop
+  Duration = 3,      ///< --duration elapsed
+  ProcessEnd = 4,    ///< the process ended (or kprof stopped collecting) with the window open
+};
+
 /// GraphLaunch.flags bit 0: the graph was launched from the device, by a kernel of graph `c`.
 inline constexpr uint8_t kGraphLaunchFromDevice = 1u;
 /// GraphEvent(ExecCreated).c bit: instantiated for launch from the device
@@ -188,6 +206,10 @@ inline constexpr uint32_t kCopyAsync = 1u;  ///< Memcpy.c bit 0: the copy was as
 ///   KernelMetric  device = the kernel's; correlation = the kernel launch's; start_ns = end_ns =
 ///              when it was measured; name = metric name; bytes = the value (MetricValue);
 ///              a = passes the replay took; tid = the launching thread
+///   CaptureWindow  CPU interval on the thread that opened it (device = kNoDevice): start_ns/end_ns
+///              = when kprof began and stopped recording; a = the window's index (from 0);
+///              flags = CaptureTrigger; b = CaptureEnd; name = what opened it (the range's name,
+///              "cudaProfilerStart", "delay"). Outside its windows a process has no records.
 ///   Per-node records of graph launches (node mode): Kernel bytes = graph node id; Memset c/d =
 ///   node id low/high; Memcpy f = node id low 32 bits, c bits 1..31 = its high bits (CUPTI puts
 ///   the graph id there). 0 = not launched from a graph.

@@ -27,6 +27,7 @@
 #include <string>
 #include <thread>
 
+#include "agent/capture.h"
 #include "agent/convert.h"
 #include "agent/counters.h"
 #include "agent/cupti_setup.h"
@@ -67,6 +68,7 @@ namespace {
 
 void CUPTIAPI OnCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                          const void* data) {
+  if (OnCaptureCallback(domain, cbid, data)) return;
   if (OnCounterCallback(domain, cbid, data)) return;
   if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
   if (OnGraphCallback(cbid, data)) return;
@@ -239,9 +241,16 @@ int Initialize() {
       Env("KPROF_DEVICE_GRAPHS") != "0" && KPROF_CUPTI(cuptiActivityEnableDeviceGraph(1)))
     device_graphs = "on";
   int apis = 0;
-  ok &= EnableActivityKinds(a.kinds, &apis, a.graph_level);
-  MetaList setup{{"api_callbacks_enabled", std::to_string(apis)},
-                 {"device_graph_trace", device_graphs}};
+  // Capture windows (--capture, --delay, --duration): nothing but the device records until the
+  // first window opens; each window enables the kinds and closing it disables them.
+  MetaList setup;
+  if (ConfigureCapture(setup) && StartCapture(a.subscriber, a.kinds, a.graph_level)) {
+    ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE));
+  } else {
+    ok &= EnableActivityKinds(a.kinds, &apis, a.graph_level);
+  }
+  setup.emplace_back("api_callbacks_enabled", std::to_string(apis));
+  setup.emplace_back("device_graph_trace", device_graphs);
   if (!ok) setup.emplace_back("agent_error", "CUPTI activity setup failed; see stderr");
   // Hardware counters (--metrics): after the activity kinds, on kprof's subscriber.
   if (ConfigureCounters()) StartCounters(a.subscriber, setup);

@@ -30,6 +30,7 @@
 #include <unordered_set>
 
 #include "agent/agent.h"
+#include "agent/capture.h"
 #include "kprof/counters.h"
 #include "kprof/metrics.h"
 
@@ -745,6 +746,7 @@ void StopReplayAtExit() {
 
 void OnLaunchEnter(const CUpti_CallbackData& cb) {
   if (cb.symbolName == nullptr || cb.context == nullptr) return;
+  if (OutsideWindow()) return;  // --capture: replays only inside the windows
   ReplayState& rs = Replay();
   const std::string name = cb.symbolName;
   const uint64_t enter_ns = Now();  // kprof's cost includes setting the profiler up

@@ -7,6 +7,7 @@
 #include <set>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace kprof::agent {
 namespace {
@@ -159,22 +160,46 @@ bool IsTracedApiName(const char* name) {
   return false;
 }
 
-static int EnableApiDomain(CUpti_CallbackDomain domain, uint32_t size, bool runtime) {
-  int enabled = 0;
-  for (uint32_t cbid = 1; cbid < size; ++cbid) {
-    const char* name = nullptr;
-    if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS) continue;
-    if (!IsTracedApiName(name)) continue;
+namespace {
+
+// The runtime and driver callback ids kprof records, found once by name (the domains hold about
+// 1,500 ids: a capture window enables and disables these, not the search).
+struct TracedIds {
+  std::vector<CUpti_CallbackId> runtime, driver;
+};
+const TracedIds& Traced() {
+  static const TracedIds ids = [] {
+    TracedIds t;
+    const auto find = [](CUpti_CallbackDomain domain, uint32_t size,
+                         std::vector<CUpti_CallbackId>& out) {
+      for (uint32_t cbid = 1; cbid < size; ++cbid) {
+        const char* name = nullptr;
+        if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS) continue;
+        if (IsTracedApiName(name)) out.push_back(cbid);
+      }
+    };
+    find(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE, t.runtime);
+    find(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE, t.driver);
+    return t;
+  }();
+  return ids;
+}
+
+int SetApiRecords(const std::vector<CUpti_CallbackId>& ids, bool runtime, uint8_t on) {
+  int done = 0;
+  for (CUpti_CallbackId cbid : ids) {
     CUptiResult r =
-        runtime ? cuptiActivityEnableRuntimeApi(cbid, 1) : cuptiActivityEnableDriverApi(cbid, 1);
+        runtime ? cuptiActivityEnableRuntimeApi(cbid, on) : cuptiActivityEnableDriverApi(cbid, on);
     if (r == CUPTI_SUCCESS) {
-      ++enabled;
+      ++done;
     } else if (r != CUPTI_ERROR_INVALID_PARAMETER) {
       KPROF_CUPTI(r);
     }
   }
-  return enabled;
+  return done;
 }
+
+}  // namespace
 
 bool EnableActivityKinds(uint32_t kinds, int* enabled_api, bool graph_level) {
   bool ok = true;
@@ -198,12 +223,8 @@ bool EnableActivityKinds(uint32_t kinds, int* enabled_api, bool graph_level) {
   KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE));
   int apis = 0;
   // Only the calls kprof needs, per callback id: enabling whole domains costs far more.
-  if (kinds & kKindRuntime) {
-    apis += EnableApiDomain(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE, true);
-  }
-  if (kinds & kKindDriver) {
-    apis += EnableApiDomain(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE, false);
-  }
+  if (kinds & kKindRuntime) apis += SetApiRecords(Traced().runtime, true, 1);
+  if (kinds & kKindDriver) apis += SetApiRecords(Traced().driver, false, 1);
   if (enabled_api != nullptr) *enabled_api = apis;
   return ok;
 }
@@ -218,6 +239,8 @@ void DisableActivityKinds(uint32_t kinds, bool graph_level) {
   if (kinds & kKindNvtx) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MARKER));
   if (kinds & kKindMemory) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMORY2));
   if (kinds & kKindOverhead) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_OVERHEAD));
+  if (kinds & kKindRuntime) SetApiRecords(Traced().runtime, true, 0);
+  if (kinds & kKindDriver) SetApiRecords(Traced().driver, false, 0);
 }
 
 }  // namespace kprof::agent

@@ -48,7 +48,8 @@ bool ConfigureActivityAttributes(bool zeroed_buffers);
 /// kernel, copy or memset record for work inside a graph).
 bool EnableActivityKinds(uint32_t kinds, int* enabled_api, bool graph_level = false);
 
-/// Disables what EnableActivityKinds enabled (at the end of collection).
+/// Disables what EnableActivityKinds enabled, API records included (a capture window closing;
+/// the device records stay on).
 void DisableActivityKinds(uint32_t kinds, bool graph_level = false);
 
 /// True when this runtime/driver API name is one kprof records.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/capture.h"
 #include "agent/convert.h"
 #include "agent/counters.h"
 #include "agent/cupti_setup.h"
@@ -339,6 +340,7 @@ void Finish(const std::string& reason) {
     return;
   }
   a.finishing = true;
+  EndCapture();        // an open window ends here: its record before the final flush
   StopCounters(true);  // the counters' meta (and any last samples), before the final flush
   // The buffers CUPTI holds now: the forced flush must return every one of them. Buffers it asks
   // for later hold work the program goes on doing while the file is finished (a signal is

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include <map>
 #include <optional>
 #include <regex>
+#include <string_view>
 #include <utility>
 
 #include "cli/common.h"
@@ -181,8 +183,16 @@ Launch Start(const std::vector<std::string>& argv, const std::vector<std::string
   cargv.push_back(nullptr);
   // Environment built before fork: the child only calls async-signal-safe functions.
   std::vector<std::string> env_store;
+  // What the options set, when the options leave it unset, is not taken from kprof's own
+  // environment either (a kprof run started from inside another would inherit its windows).
+  static constexpr std::string_view kOwned[] = {
+      "KPROF_CAPTURE=", "KPROF_CAPTURE_COUNT=",   "KPROF_DELAY_MS=",     "KPROF_DURATION_MS=",
+      "KPROF_METRICS=", "KPROF_METRICS_KERNELS=", "KPROF_METRICS_NAMES="};
   for (char** e = environ; e && *e; ++e) {
     std::string kv = *e;
+    if (std::any_of(std::begin(kOwned), std::end(kOwned),
+                    [&](std::string_view k) { return kv.rfind(k, 0) == 0; }))
+      continue;
     bool replaced = false;
     for (const auto& add : env_add)
       if (kv.compare(0, add.find('=') + 1, add, 0, add.find('=') + 1) == 0) replaced = true;
@@ -291,6 +301,9 @@ int CmdRun(const std::vector<std::string>& args) {
   bool quiet = false, force = false;
   std::string metrics, metrics_kernels, metrics_from;
   int metrics_interval_us = 200, metrics_launches = 1;
+  std::string capture;
+  uint64_t capture_count = 1;
+  double delay_s = 0, duration_s = 0;
   cli::ViewOptions v;
   app.add_option("-o,--output", out_dir, "Run directory (default runs/<date-time>)");
   app.add_option("--kinds", kinds,
@@ -322,6 +335,22 @@ int CmdRun(const std::vector<std::string>& args) {
   app.add_option("--metrics-launches", metrics_launches,
                  "--metrics replay: launches replayed per kernel name (default 1)")
       ->check(CLI::Range(1, 1000));
+  app.add_option("--capture", capture,
+                 "Record only inside windows: nvtx:NAME = from the push of the NVTX range NAME "
+                 "to its pop (on the thread that pushed it); cuda-profiler-api = from "
+                 "cudaProfilerStart to cudaProfilerStop; per process and rank (docs/capture.md)");
+  auto* count_opt =
+      app.add_option("--capture-count", capture_count,
+                     "--capture: windows to record (default 1): the first N occurrences")
+          ->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000}));
+  app.add_option("--delay", delay_s,
+                 "Seconds after CUDA starts in each process before recording (or, with "
+                 "--capture, before a window may open)")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--duration", duration_s,
+                 "Seconds each window records at most (without --capture: one window, from the "
+                 "start or the --delay)")
+      ->check(CLI::Range(0.0, 1e6));
   app.add_option("--repeat", repeat, "Run the program N times (DIR/rep1..repN), for kprof diff")
       ->check(CLI::Range(1, 1000));
   app.add_flag("-q,--quiet", quiet, "Print no report (the run is still saved)");
@@ -358,6 +387,19 @@ int CmdRun(const std::vector<std::string>& args) {
                              "--metrics: sampled and replay cannot run together (the GPU's "
                              "counters serve one at a time); record twice");
   }
+  if (!capture.empty() && capture != "cuda-profiler-api" &&
+      (capture.rfind("nvtx:", 0) != 0 || capture.size() == 5))
+    return cli::UsageError(
+        "run", "--capture must be nvtx:NAME or cuda-profiler-api, not '" + capture + "'");
+  if (count_opt->count() > 0 && capture.empty())
+    return cli::UsageError("run", "--capture-count needs --capture");
+  const bool windows = !capture.empty() || delay_s > 0 || duration_s > 0;
+  // PM sampling runs GPU-wide from the first context to the exit: its samples would fall
+  // outside the windows (replay only replays inside them).
+  if (windows && counters && counters->sampled)
+    return cli::UsageError("run",
+                           "--metrics sampled records the whole run; it cannot be limited by "
+                           "--capture, --delay or --duration (use --metrics replay)");
   if ((!metrics_kernels.empty() || !metrics_from.empty()) && !(counters && counters->replay))
     return cli::UsageError("run", "--metrics-kernels and --metrics-from need --metrics replay");
   if (!metrics_kernels.empty()) {
@@ -459,6 +501,15 @@ int CmdRun(const std::vector<std::string>& args) {
         env.push_back("KPROF_METRICS_NAMES=" + list);
       }
     }
+    if (!capture.empty()) {
+      env.push_back("KPROF_CAPTURE=" + capture);
+      env.push_back("KPROF_CAPTURE_COUNT=" + std::to_string(capture_count));
+    }
+    const auto ms = [](double seconds) {
+      return std::to_string(static_cast<uint64_t>(seconds * 1000.0 + 0.5));
+    };
+    if (delay_s > 0) env.push_back("KPROF_DELAY_MS=" + ms(delay_s));
+    if (duration_s > 0) env.push_back("KPROF_DURATION_MS=" + ms(duration_s));
     env.push_back("KPROF_GRAPH_TRACE=" + graph_trace);
     if (!python_dir.empty()) {
       // First on the path: Python imports kprof's sitecustomize, which imports the one the

@@ -44,6 +44,8 @@ bool CheckCupti(CUptiResult r, const char* /*call*/, const char* /*file*/, int /
 // The counters (counters.cpp) are not asked for in these tests: the writer's calls into them do
 // nothing.
 void StopCounters(bool) {}
+// Nor are capture windows (capture.cpp, tested in agent_capture/).
+void EndCapture() {}
 void NoteKernelTimes(std::vector<std::pair<std::string, uint64_t>>& /*batch*/) {}
 ReplayTimes ReplayedKernelTimes(uint32_t /*correlation*/, uint64_t* /*start_ns*/,
                                 uint64_t* /*end_ns*/) {

@@ -1,0 +1,316 @@
+// Capture windows in the agent (src/agent/capture.cpp) without a GPU: the NVTX and profiler-API
+// callbacks CUPTI would make are made here, on the test's threads, and the windows checked by
+// what the agent enabled and disabled and by the CaptureWindow records it left for the writer.
+// CUPTI's calls are fakes defined here (CUPTI's headers only: no libcupti).
+#include "agent/capture.h"
+
+#include <cupti.h>
+#include <generated_nvtx_meta.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/agent.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+std::atomic<uint64_t> g_clock{1000};  // the fake cuptiGetTimestamp: advances on each call
+std::mutex g_mu;
+int g_enables = 0, g_disables = 0;  // EnableActivityKinds / DisableActivityKinds calls
+std::vector<CUpti_CallbackId> g_nvtx_callbacks, g_api_callbacks;
+
+}  // namespace
+
+namespace kprof::agent {
+
+Agent& A() {
+  static Agent* a = new Agent();
+  return *a;
+}
+bool CheckCupti(CUptiResult r, const char*, const char*, int) { return r == CUPTI_SUCCESS; }
+void BlockSignalsInThisThread() {}
+bool EnableActivityKinds(uint32_t, int* enabled_api, bool) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  ++g_enables;
+  if (enabled_api != nullptr) *enabled_api = 0;
+  return true;
+}
+void DisableActivityKinds(uint32_t, bool) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  ++g_disables;
+}
+
+}  // namespace kprof::agent
+
+extern "C" {
+CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
+  *timestamp = g_clock.fetch_add(10);
+  return CUPTI_SUCCESS;
+}
+CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle,
+                                         CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (enable) (domain == CUPTI_CB_DOMAIN_NVTX ? g_nvtx_callbacks : g_api_callbacks).push_back(cbid);
+  return CUPTI_SUCCESS;
+}
+}
+
+// Each test runs in a child process: the agent's capture state is set once per process, as in
+// a profiled program. The child's failures print as usual; its exit status says whether any.
+void InChild(const std::function<void()>& body) {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    body();
+    std::fflush(nullptr);
+    _exit(::testing::Test::HasFailure() ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child failed: " << status;
+}
+
+using namespace kprof;
+using namespace kprof::agent;
+
+namespace {
+
+auto* const kSubscriber = reinterpret_cast<CUpti_SubscriberHandle>(0x1);
+
+void Setenv(const char* name, const char* value) { setenv(name, value, 1); }
+
+// Starts the windows from the environment; false if they were not configured.
+bool Start() {
+  std::vector<std::pair<std::string, std::string>> meta;
+  if (!ConfigureCapture(meta)) return false;
+  return StartCapture(kSubscriber, 0x1ff, true);
+}
+
+void Push(const char* name) {
+  nvtxRangePushA_params p{name};
+  CUpti_NvtxData d{"nvtxRangePushA", &p, nullptr};
+  OnCaptureCallback(CUPTI_CB_DOMAIN_NVTX, CUPTI_CBID_NVTX_nvtxRangePushA, &d);
+}
+void Pop() {
+  nvtxRangePop_params p{};
+  CUpti_NvtxData d{"nvtxRangePop", &p, nullptr};
+  OnCaptureCallback(CUPTI_CB_DOMAIN_NVTX, CUPTI_CBID_NVTX_nvtxRangePop, &d);
+}
+void ProfilerApi(bool start, CUpti_ApiCallbackSite site) {
+  CUpti_CallbackData cb{};
+  cb.callbackSite = site;
+  OnCaptureCallback(CUPTI_CB_DOMAIN_RUNTIME_API,
+                    start ? CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000
+                          : CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000,
+                    &cb);
+}
+
+// The CaptureWindow records left for the writer, with their names.
+std::vector<Agent::SideRecord> Windows() {
+  Agent& a = A();
+  std::lock_guard<std::mutex> lock(a.side_mu);
+  return a.side;
+}
+std::string Meta(const std::string& key) {
+  Agent& a = A();
+  std::lock_guard<std::mutex> lock(a.side_mu);
+  for (const auto& [k, v] : a.side_meta)
+    if (k == key) return v;
+  return "";
+}
+
+}  // namespace
+
+// nvtx:step with a count of 2: the windows are the 2nd and 3rd "step" ranges' pushes to their pops
+// (after the first, the count is what is left), ranges nested inside do not close them, other
+// threads' pops do not either, and the fourth step is not recorded.
+TEST(CaptureWindows, NvtxRangeOpensAndItsPopCloses) {
+  InChild([] {
+    Setenv("KPROF_CAPTURE", "nvtx:step");
+    Setenv("KPROF_CAPTURE_COUNT", "2");
+    ASSERT_TRUE(Start());
+    EXPECT_EQ(g_nvtx_callbacks.size(), 11u);  // pushes, pops, starts and ends of every kind
+    EXPECT_TRUE(OutsideWindow());
+    Push("warmup");
+    EXPECT_TRUE(OutsideWindow());
+    Pop();
+    Push("outer");  // the window opens below another range of the thread
+    Push("step");
+    EXPECT_FALSE(OutsideWindow());
+    EXPECT_EQ(g_enables, 1);
+    Push("forward");
+    Pop();  // the nested range's pop
+    EXPECT_FALSE(OutsideWindow());
+    std::thread([] { Pop(); }).join();  // another thread's pop
+    EXPECT_FALSE(OutsideWindow());
+    Pop();  // step's pop
+    EXPECT_TRUE(OutsideWindow());
+    EXPECT_EQ(g_disables, 1);
+    Pop();  // outer
+    Push("step");
+    Push("step");  // nested step: inside the window, no second window
+    Pop();
+    EXPECT_FALSE(OutsideWindow());
+    Pop();
+    EXPECT_TRUE(OutsideWindow());
+    Push("step");  // the count is reached
+    EXPECT_TRUE(OutsideWindow());
+    Pop();
+    EndCapture();
+    const auto w = Windows();
+    ASSERT_EQ(w.size(), 2u);
+    for (size_t i = 0; i < w.size(); ++i) {
+      EXPECT_EQ(w[i].rec.Kind(), RecordKind::CaptureWindow);
+      EXPECT_EQ(w[i].rec.a, i);
+      EXPECT_EQ(w[i].name, "step");
+      EXPECT_EQ(static_cast<CaptureTrigger>(w[i].rec.flags), CaptureTrigger::Nvtx);
+      EXPECT_EQ(static_cast<CaptureEnd>(w[i].rec.b), CaptureEnd::RangeEnded);
+      EXPECT_LT(w[i].rec.start_ns, w[i].rec.end_ns);
+      EXPECT_EQ(w[i].rec.device, kNoDevice);
+    }
+    EXPECT_LT(w[0].rec.end_ns, w[1].rec.start_ns);
+    EXPECT_EQ(Meta("capture_windows"), "2");
+    EXPECT_EQ(Meta("capture_range_seen"), "4");  // the step pushes, the nested one included
+    EXPECT_EQ(Meta("capture_nvtx_ranges"), "7");
+    EXPECT_EQ(g_enables, 2);
+    EXPECT_EQ(g_disables, 2);
+  });
+}
+
+// A window still open when the process ends is recorded as ended with it.
+TEST(CaptureWindows, OpenWindowEndsWithTheProcess) {
+  InChild([] {
+    Setenv("KPROF_CAPTURE", "nvtx:step");
+    ASSERT_TRUE(Start());
+    Push("step");
+    EXPECT_FALSE(OutsideWindow());
+    EndCapture();
+    EndCapture();  // idempotent
+    const auto w = Windows();
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(static_cast<CaptureEnd>(w[0].rec.b), CaptureEnd::ProcessEnd);
+    EXPECT_EQ(g_disables, 0);  // collection ends anyway: nothing to disable
+  });
+}
+
+// cudaProfilerStart opens on entry, cudaProfilerStop closes on entry; a stop without a start and
+// a second start inside the window do nothing; the default count is one window.
+TEST(CaptureWindows, ProfilerApiBracketsTheWindow) {
+  InChild([] {
+    Setenv("KPROF_CAPTURE", "cuda-profiler-api");
+    ASSERT_TRUE(Start());
+    EXPECT_EQ(g_api_callbacks.size(), 4u);  // cudaProfilerStart/Stop, cuProfilerStart/Stop
+    ProfilerApi(false, CUPTI_API_ENTER);
+    EXPECT_TRUE(OutsideWindow());
+    ProfilerApi(true, CUPTI_API_EXIT);  // the exit of a start does not open
+    EXPECT_TRUE(OutsideWindow());
+    ProfilerApi(true, CUPTI_API_ENTER);
+    EXPECT_FALSE(OutsideWindow());
+    ProfilerApi(true, CUPTI_API_ENTER);
+    ProfilerApi(false, CUPTI_API_ENTER);
+    EXPECT_TRUE(OutsideWindow());
+    ProfilerApi(true, CUPTI_API_ENTER);  // count 1: done
+    EXPECT_TRUE(OutsideWindow());
+    EndCapture();
+    const auto w = Windows();
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(w[0].name, "cudaProfilerStart");
+    EXPECT_EQ(static_cast<CaptureEnd>(w[0].rec.b), CaptureEnd::ProfilerStop);
+    EXPECT_EQ(g_enables, 1);
+  });
+}
+
+// --delay then --duration: the window opens on the timer after the delay and closes after the
+// duration, on its own.
+TEST(CaptureWindows, DelayAndDuration) {
+  InChild([] {
+    Setenv("KPROF_DELAY_MS", "50");
+    Setenv("KPROF_DURATION_MS", "100");
+    ASSERT_TRUE(Start());
+    EXPECT_TRUE(OutsideWindow());
+    const auto t0 = std::chrono::steady_clock::now();
+    while (OutsideWindow() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const auto opened = std::chrono::steady_clock::now();
+    EXPECT_GE(opened - t0, std::chrono::milliseconds(40));
+    EXPECT_FALSE(OutsideWindow());
+    while (!OutsideWindow() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_GE(std::chrono::steady_clock::now() - opened, std::chrono::milliseconds(90));
+    EXPECT_TRUE(OutsideWindow());
+    EndCapture();
+    const auto w = Windows();
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(static_cast<CaptureTrigger>(w[0].rec.flags), CaptureTrigger::Time);
+    EXPECT_EQ(static_cast<CaptureEnd>(w[0].rec.b), CaptureEnd::Duration);
+  });
+}
+
+// --duration with a trigger caps each window: the range is still open when it closes, and the
+// next push of the range opens the next one.
+TEST(CaptureWindows, DurationCapsEachWindow) {
+  InChild([] {
+    Setenv("KPROF_CAPTURE", "nvtx:step");
+    Setenv("KPROF_CAPTURE_COUNT", "2");
+    Setenv("KPROF_DURATION_MS", "20");
+    ASSERT_TRUE(Start());
+    Push("step");
+    EXPECT_FALSE(OutsideWindow());
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!OutsideWindow() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_TRUE(OutsideWindow());
+    Pop();  // its range ends after the window did: nothing happens
+    Push("step");
+    EXPECT_FALSE(OutsideWindow());
+    Pop();
+    EXPECT_TRUE(OutsideWindow());
+    EndCapture();
+    const auto w = Windows();
+    ASSERT_EQ(w.size(), 2u);
+    EXPECT_EQ(static_cast<CaptureEnd>(w[0].rec.b), CaptureEnd::Duration);
+    EXPECT_EQ(static_cast<CaptureEnd>(w[1].rec.b), CaptureEnd::RangeEnded);
+  });
+}
+
+// Bad settings leave the windows off (the whole process is recorded) and say why.
+TEST(CaptureWindows, BadSettingsRecordEverything) {
+  InChild([] {
+    std::vector<std::pair<std::string, std::string>> meta;
+    Setenv("KPROF_CAPTURE", "nvtx:");
+    EXPECT_FALSE(ConfigureCapture(meta));
+    Setenv("KPROF_CAPTURE", "nvtx:step");
+    Setenv("KPROF_CAPTURE_COUNT", "0");
+    EXPECT_FALSE(ConfigureCapture(meta));
+    Setenv("KPROF_CAPTURE_COUNT", "1");
+    Setenv("KPROF_DELAY_MS", "1s");
+    EXPECT_FALSE(ConfigureCapture(meta));
+    ASSERT_EQ(meta.size(), 3u);
+    EXPECT_EQ(meta[0].first, "capture_problem");
+    EXPECT_NE(meta[2].second.find("KPROF_DELAY_MS=1s"), std::string::npos);
+    unsetenv("KPROF_CAPTURE");
+    unsetenv("KPROF_DELAY_MS");
+    unsetenv("KPROF_CAPTURE_COUNT");
+    EXPECT_FALSE(ConfigureCapture(meta));  // nothing asked for
+    EXPECT_EQ(meta.size(), 3u);
+    // No subscriber: an NVTX trigger cannot work.
+    Setenv("KPROF_CAPTURE", "nvtx:step");
+    ASSERT_TRUE(ConfigureCapture(meta));
+    EXPECT_FALSE(StartCapture(nullptr, 0x1ff, true));
+    EXPECT_FALSE(OutsideWindow());
+  });
+}
