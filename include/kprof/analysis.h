@@ -115,7 +115,7 @@ struct MemPoint {
 /// Run-level totals. Times are over all processes unless noted.
 struct RunSummary {
   uint64_t start_ns = 0, end_ns = 0;
-  uint64_t wall_ns = 0;      ///< last record end - first record start
+  uint64_t wall_ns = 0;  ///< last record end - first record start (inside capture windows)
   uint64_t gpu_busy_ns = 0;  ///< union of all GPU activity intervals (all devices)
   uint64_t gpu_idle_ns = 0;  ///< wall_ns - gpu_busy_ns
   double utilisation = 0;    ///< gpu_busy_ns / wall_ns
@@ -156,6 +156,13 @@ struct RunSummary {
   /// layer added where torch was imported ("ops,modules"), "" when nothing.
   std::string pytorch_mode, pytorch_added;
   uint64_t backward_linked_ns = 0;  ///< GPU time of backward work traced to its forward op
+  /// Capture windows (kprof run --capture/--delay/--duration; docs/capture.md): what opened
+  /// them ("nvtx:step", "cuda-profiler-api", "time"; "" when whole processes were recorded),
+  /// the windows recorded over all processes, and why some process recorded none. wall_ns is
+  /// then the time inside windows (the union over processes), not the span from first to last.
+  std::string capture;
+  uint64_t capture_windows = 0;
+  std::string capture_problem;
   std::vector<StreamBusy> streams;
   std::vector<DeviceInfo> devices;
 };
@@ -185,6 +192,7 @@ struct ProcessSummary {
   std::string source;
   bool complete = true;
   uint64_t wall_ns = 0, gpu_busy_ns = 0, kernels = 0, kernel_ns = 0;
+  uint64_t windows = 0;  ///< capture windows recorded (0: the whole process)
 };
 
 struct AnalysisOptions {

@@ -158,6 +158,9 @@ enum class GapKind : uint8_t {
   /// calls pay: one-time set-up for a new shape or configuration, a library building a plan,
   /// compiling or autotuning (shape-setup prices rest_ns; docs/hints.md#shape-setup).
   Setup,
+  /// Holds time kprof did not record (between two capture windows, docs/capture.md): what the
+  /// GPU did there is unknown, so the gap is not priced.
+  Unrecorded,
 };
 
 /// An idle interval between busy intervals of one process. There is one per kernel in a
@@ -268,6 +271,11 @@ struct ProcessTimeline {
   GraphIndex graphs;
   /// Parallel to acts: the first execution of its kernel name in this process.
   std::vector<bool> first_run;
+  /// The capture windows of the process (kprof run --capture/--delay/--duration), in time
+  /// order: each from when recording began to when it stopped or, later, to the end of the last
+  /// record that began before the next window (work launched in a window runs on after it
+  /// closes). Empty when the whole process was recorded.
+  std::vector<NsInterval> windows;
   std::vector<NsInterval> busy;         ///< merged activity intervals
   std::vector<Gap> gaps;                ///< between consecutive busy intervals
   std::vector<const Record*> apis;      ///< outermost API calls (runtime, unnested driver)

@@ -1,6 +1,8 @@
 // Views and run-level totals over attributed activities. See analysis.h for the definitions.
 #include "kprof/analysis.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -249,6 +251,34 @@ const GraphInfo* CapturedGraph(const ProcessTimeline& t, const Record& r) {
   return &it->second;
 }
 
+/// A process's capture windows (docs/capture.md): counted, and named in the run's summary; a
+/// process that asked for windows and recorded none says why, as far as its meta tells.
+void CaptureOf(const ProcessTrace& p, ProcessSummary& ps, RunSummary& S) {
+  const std::string& capture = p.Meta("capture");
+  if (capture.empty()) return;
+  if (S.capture.empty()) {
+    S.capture = capture;
+  } else if (("," + S.capture + ",").find("," + capture + ",") == std::string::npos) {
+    S.capture += "," + capture;
+  }
+  for (const Record& r : p.records) ps.windows += r.Kind() == RecordKind::CaptureWindow;
+  S.capture_windows += ps.windows;
+  if (ps.windows > 0) return;
+  std::string why = "its window never opened";
+  if (capture.rfind("nvtx:", 0) == 0 && p.meta.count("capture_nvtx_ranges")) {
+    const uint64_t ranges = p.MetaU64("capture_nvtx_ranges");
+    why += ranges == 0 ? " (no NVTX range reached kprof)"
+                       : fmt::format(" (no range '{}' among its {} NVTX ranges)",
+                                     capture.substr(5), ranges);
+  } else if (capture == "cuda-profiler-api" && p.meta.count("capture_windows")) {
+    why += " (no cudaProfilerStart)";
+  } else if (!p.complete) {
+    why += " (the process ended without closing its file)";
+  }
+  const std::string line = fmt::format("pid {}: {}", p.pid, why);
+  S.capture_problem += (S.capture_problem.empty() ? "" : "; ") + line;
+}
+
 }  // namespace
 
 Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
@@ -292,6 +322,7 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
   std::vector<MemEvent> mem;
   std::map<uint16_t, std::string> device_key;  ///< device view: row key of each device
   uint64_t first = UINT64_MAX, last = 0;
+  std::vector<Interval> recorded;  ///< each process's windows, or its span when recorded whole
   for (const ProcessTimeline& t : tl.processes) {
     const ProcessTrace& p = *t.process;
     const ProcessIndex& ix = t.index;
@@ -404,6 +435,7 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
     ViewAcc* eager = ix.regions.empty() ? nullptr : &compiled[std::string(kEagerRegion)];
     if (!ix.pytorch_added.empty()) S.pytorch_added = ix.pytorch_added;
     if (auto py = p.meta.find("pytorch"); py != p.meta.end()) S.pytorch_mode = py->second;
+    CaptureOf(p, ps, S);
     std::vector<ViewAcc*> chain;
 
     GroupAcc*& no_op = fd.no_op;
@@ -594,6 +626,12 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
       first = std::min(first, pfirst);
       last = std::max(last, plast);
       ps.wall_ns = plast - pfirst;
+      if (!t.windows.empty()) {
+        ps.wall_ns = detail::Length(t.windows);
+        recorded.insert(recorded.end(), t.windows.begin(), t.windows.end());
+      } else {
+        recorded.emplace_back(pfirst, plast);
+      }
     }
     an.processes.push_back(ps);
 
@@ -624,6 +662,9 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
     S.start_ns = first;
     S.end_ns = last;
     S.wall_ns = last - first;
+    // With capture windows, the time recorded: the union of every process's windows (and the
+    // spans of processes recorded whole).
+    if (!S.capture.empty()) S.wall_ns = detail::Length(detail::Merge(std::move(recorded)));
   }
   // Every union in one pass over the activities of all processes in start order: a merge of
   // the timeline's per-process lists, which are in start order already.

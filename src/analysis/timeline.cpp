@@ -140,6 +140,32 @@ void Activities(const ProcessTrace& p, ProcessTimeline& t) {
   }
 }
 
+/// The capture windows (ProcessTimeline::windows), merged where a window's work runs into the
+/// next window.
+void Windows(const ProcessTrace& p, ProcessTimeline& t) {
+  for (const Record& r : p.records)
+    if (r.Kind() == RecordKind::CaptureWindow && r.start_ns != 0)
+      t.windows.emplace_back(r.start_ns, std::max(r.start_ns, r.end_ns));
+  if (t.windows.empty()) return;
+  std::sort(t.windows.begin(), t.windows.end());
+  for (const Record& r : p.records) {
+    if (r.start_ns == 0 || r.Kind() == RecordKind::CaptureWindow) continue;
+    auto it = std::upper_bound(t.windows.begin(), t.windows.end(), r.start_ns,
+                               [](uint64_t v, const NsInterval& w) { return v < w.first; });
+    if (it == t.windows.begin()) continue;  // before the first window (none should be)
+    std::prev(it)->second = std::max(std::prev(it)->second, r.end_ns);
+  }
+  size_t n = 0;
+  for (size_t i = 1; i < t.windows.size(); ++i) {
+    if (t.windows[i].first <= t.windows[n].second) {
+      t.windows[n].second = std::max(t.windows[n].second, t.windows[i].second);
+    } else {
+      t.windows[++n] = t.windows[i];
+    }
+  }
+  t.windows.resize(n + 1);
+}
+
 /// Busy intervals and the gaps between them, each with the activity that ends it (counted
 /// first, so that the vectors are allocated once at their final size).
 void BusyAndGaps(ProcessTimeline& t) {
@@ -279,6 +305,10 @@ void ClassifyGaps(ProcessTimeline& t) {
   for (size_t gi = 0; gi < t.gaps.size(); ++gi) {
     Gap& g = t.gaps[gi];
     g.wait_ns = std::min(g.Len(), g.wait_ns);
+    if (!t.windows.empty() && Covered(t.windows, g.start_ns, g.end_ns) < g.Len()) {
+      g.kind = GapKind::Unrecorded;  // it spans time between capture windows
+      continue;
+    }
     // Warm-up: the first kernel after the gap (a library's first call often begins with a
     // memset or copy, a training loop with an input upload) runs for the first time: module
     // loading, library set-up, autotuning, the program's own initialisation.
@@ -387,6 +417,7 @@ Timeline BuildTimeline(const Run& run) {
     OutermostApis(p, t);
     detail::BuildGraphIndex(p, t.index, t.graphs);
     Activities(p, t);
+    Windows(p, t);
     BusyAndGaps(t);
     HostWaits(p, t);
     ClassifyGaps(t);

@@ -189,6 +189,12 @@ RecordBuilder::Place RecordBuilder::Categorize(const RawEvent& e, Record& r) {
     r.b = domain;
     return Place::Cpu;
   }
+  if (cat == "kprof_capture") {  // kprof's own capture windows (chrome_process_events.cpp)
+    r.kind = static_cast<uint8_t>(RecordKind::CaptureWindow);
+    r.device = kNoDevice;
+    if (e.pid >= 0) pending_meta_.push_back({e.pid, "capture", std::string(e.name)});
+    return e.pid < 0 ? Place::Unowned : Place::Cpu;
+  }
   if (cat == "overhead") {
     r.kind = static_cast<uint8_t>(RecordKind::Overhead);
     r.a = static_cast<uint32_t>(FromName<OverheadKind>(e.name, kOverheadKindNames));

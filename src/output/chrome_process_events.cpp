@@ -103,6 +103,30 @@ void ChromeWriter::Instants(uint32_t i) {
   }
 }
 
+void ChromeWriter::Windows(uint32_t i) {
+  const ProcessTrace& p = run_.processes[i];
+  const std::string& capture = p.Meta("capture");
+  for (const Record& r : p.records) {
+    if (r.Kind() != RecordKind::CaptureWindow) continue;
+    Begin();
+    Raw("{\"ph\": \"X\", \"cat\": \"kprof_capture\", \"name\": ");
+    Str(capture.empty() ? std::string_view("capture") : std::string_view(capture));
+    Raw(", \"pid\": ");
+    UInt(p.pid);
+    Raw(", \"tid\": ");
+    UInt(r.tid);
+    Raw(", \"ts\": ");
+    Ts(r.start_ns);
+    Raw(", \"dur\": ");
+    Micros(r.DurationNs());
+    Raw(", \"args\": {\"window\": ");
+    UInt(r.a);
+    Raw(", \"opened by\": ");
+    Str(p.Name(r));
+    Raw("}}");
+  }
+}
+
 void ChromeWriter::Counters(uint32_t i) {
   // One track per (device, metric), on the GPU's process, as the GPU's slices are.
   for (const CounterTrack& t : CounterTracks(run_.processes[i])) {

@@ -29,6 +29,7 @@ void ChromeWriter::Write() {
     Flows(i);
     Memory(i);
     Instants(i);
+    Windows(i);
     Counters(i);
   }
   Raw("\n]}\n");

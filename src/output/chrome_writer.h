@@ -127,6 +127,9 @@ class ChromeWriter {
   void Memory(uint32_t i);
   /// NVTX marks as thread-scoped instant events.
   void Instants(uint32_t i);
+  /// Capture windows (docs/capture.md): a slice each, cat "kprof_capture", on the thread that
+  /// opened it, named by what opened it ("nvtx:step"); read back as CaptureWindow records.
+  void Windows(uint32_t i);
   /// PM sampling: a counter track per device and metric, on the GPU's process.
   void Counters(uint32_t i);
 

@@ -296,6 +296,10 @@ ordered_json SummaryJson(const RunSummary& s) {
       j["graphs"]["device_launch_graphs_unrecorded"] = s.graph_device_unrecorded;
     }
   }
+  // Only for runs recorded in capture windows.
+  if (!s.capture.empty())
+    j["capture"] = {
+        {"trigger", s.capture}, {"windows", s.capture_windows}, {"problem", s.capture_problem}};
   // Only for PyTorch runs (kprof run --pytorch, or autograd ranges in the recording).
   if (!s.pytorch_mode.empty() || !s.pytorch_added.empty() || s.backward_linked_ns)
     j["pytorch"] = {{"mode", s.pytorch_mode},
@@ -657,7 +661,16 @@ void WriteMarkdown(std::ostream& out, const Analysis& a, const std::vector<Hint>
 std::vector<std::pair<std::string, std::string>> TotalsLines(const RunSummary& s) {
   std::vector<std::pair<std::string, std::string>> lines;
   auto line = [&](const std::string& k, const std::string& v) { lines.emplace_back(k, v); };
-  line("wall time", FormatDuration(s.wall_ns));
+  if (!s.capture.empty()) {
+    // The windows recorded (docs/capture.md): the wall time below is the time inside them.
+    const std::string how = s.capture == "time" ? "--delay/--duration" : s.capture;
+    line("recorded", fmt::format("{} capture window{} ({}){}", s.capture_windows,
+                                 s.capture_windows == 1 ? "" : "s", how,
+                                 s.capture_problem.empty() ? "" : "; " + s.capture_problem));
+    line("wall time", FormatDuration(s.wall_ns) + " inside the windows");
+  } else {
+    line("wall time", FormatDuration(s.wall_ns));
+  }
   line("GPU busy", fmt::format("{} ({:.1f}% of wall; idle {})", FormatDuration(s.gpu_busy_ns),
                                s.utilisation * 100, FormatDuration(s.gpu_idle_ns)));
   line("kernels", fmt::format("{} ({} in kernels; {} launch calls, {:.0f}/s)", s.kernels,
@@ -772,7 +785,8 @@ std::string ReportJson(const Run& run, const Analysis& a, const std::vector<Hint
                      {"wall_ns", p.wall_ns},
                      {"gpu_busy_ns", p.gpu_busy_ns},
                      {"kernels", p.kernels},
-                     {"kernel_ns", p.kernel_ns}});
+                     {"kernel_ns", p.kernel_ns},
+                     {"windows", p.windows}});
   for (const auto& h : hints) hs.push_back(HintJson(h));
   j["rows"] = rows;
   j["ops"] = ops;

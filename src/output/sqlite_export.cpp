@@ -80,6 +80,8 @@ const char* GapKindName(GapKind k) {
       return "short";
     case GapKind::Setup:
       return "setup";
+    case GapKind::Unrecorded:
+      return "unrecorded";
     case GapKind::Other:
       break;
   }

@@ -161,6 +161,26 @@ class TraceBuilder {
     return *this;
   }
 
+  /// A capture window (kprof run --capture) over [start, end), opened on `tid` by `by` (as the
+  /// agent records it); the process's meta names the trigger.
+  TraceBuilder& Window(uint64_t start, uint64_t end, const std::string& trigger = "nvtx:step",
+                       const std::string& by = "step", uint32_t tid = 1) {
+    Record r;
+    r.kind = static_cast<uint8_t>(RecordKind::CaptureWindow);
+    r.device = kNoDevice;
+    r.start_ns = start;
+    r.end_ns = end;
+    r.tid = tid;
+    r.a = windows_++;
+    r.flags = static_cast<uint8_t>(CaptureTrigger::Nvtx);
+    r.b = static_cast<uint32_t>(CaptureEnd::RangeEnded);
+    r.name = t_.strings.Intern(by);
+    t_.records.push_back(r);
+    t_.meta["capture"] = trigger;
+    t_.meta["capture_windows"] = std::to_string(windows_);
+    return *this;
+  }
+
   CollectionStats& Stats() { return t_.stats; }
   ProcessTrace& Trace() { return t_; }
 
@@ -174,6 +194,7 @@ class TraceBuilder {
   ProcessTrace t_;
   uint32_t corr_ = 0;
   uint32_t marker_ = 0;
+  uint32_t windows_ = 0;
 };
 
 }  // namespace kprof::testing

@@ -1,0 +1,161 @@
+// Capture windows in the analysis (issue 13, docs/capture.md): the wall time is the time inside
+// the windows, the idle time between windows is not priced, work launched in a window that runs
+// on after it closes belongs to it, and a process that asked for windows and recorded none says
+// why. Also the Chrome trace round trip of the windows.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "../hints/trace_builder.h"
+#include "kprof/analysis.h"
+#include "kprof/hints.h"
+#include "kprof/output.h"
+#include "kprof/timeline.h"
+#include "kprof/trace.h"
+#include "nlohmann/json.hpp"
+#include "test_util.h"
+
+using namespace kprof;
+using kprof::testing::TraceBuilder;
+
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+
+// Three 10 ms steps recorded of a longer run: each window holds a launch loop of 4 kernels of
+// 2 ms, the last kernel of each window ending 1 ms after its window closed; 500 ms between
+// windows (the steps not recorded).
+TraceBuilder ThreeWindows() {
+  TraceBuilder b;
+  b.Device(0, "NVIDIA H100 80GB HBM3", 132);
+  for (uint64_t w = 0; w < 3; ++w) {
+    const uint64_t t0 = 1000 * kMs + w * 510 * kMs;
+    b.Window(t0, t0 + 10 * kMs);
+    for (uint64_t k = 0; k < 4; ++k)
+      b.Launch("step_kernel", t0 + k * 100'000, t0 + k * 100'000 + 5'000,
+               t0 + 3 * kMs + k * 2 * kMs, t0 + 5 * kMs + k * 2 * kMs);
+  }
+  return b;
+}
+
+}  // namespace
+
+TEST(CaptureAnalysis, WallTimeIsTheTimeInsideTheWindows) {
+  kprof::Run run = ThreeWindows().Build();
+  Timeline tl = BuildTimeline(run);
+  ASSERT_EQ(tl.processes[0].windows.size(), 3u);
+  // Each window reaches the end of the work launched in it: 11 ms.
+  for (const NsInterval& w : tl.processes[0].windows) EXPECT_EQ(w.second - w.first, 11 * kMs);
+  Analysis a = Analyze(tl);
+  const RunSummary& s = a.summary;
+  EXPECT_EQ(s.capture, "nvtx:step");
+  EXPECT_EQ(s.capture_windows, 3u);
+  EXPECT_EQ(s.capture_problem, "");
+  EXPECT_EQ(s.wall_ns, 33 * kMs);
+  EXPECT_EQ(s.gpu_busy_ns, 24 * kMs);
+  EXPECT_NEAR(s.utilisation, 24.0 / 33.0, 1e-9);
+  EXPECT_EQ(s.gpu_idle_ns, 9 * kMs);
+  ASSERT_EQ(a.processes.size(), 1u);
+  EXPECT_EQ(a.processes[0].wall_ns, 33 * kMs);
+  EXPECT_EQ(a.processes[0].windows, 3u);
+}
+
+TEST(CaptureAnalysis, IdleTimeBetweenWindowsIsNotPriced) {
+  kprof::Run run = ThreeWindows().Build();
+  Timeline tl = BuildTimeline(run);
+  size_t unrecorded = 0;
+  for (const Gap& g : tl.processes[0].gaps) {
+    if (g.kind == GapKind::Unrecorded) {
+      ++unrecorded;
+      EXPECT_EQ(g.rest_ns, 0u);
+      EXPECT_EQ(g.idle_ns(), 0u);
+    }
+  }
+  EXPECT_EQ(unrecorded, 2u);  // between the 3 windows
+  // No hint prices the 500 ms the windows leave out (gpu-idle-gaps would, recorded whole).
+  Analysis a = Analyze(tl);
+  for (const Hint& h : ComputeHints(tl, a)) {
+    EXPECT_NE(h.id, "gpu-idle-gaps");
+    EXPECT_LT(h.est_saving_ns, 33 * kMs) << h.id;
+  }
+  // The same work without windows: the gaps are long idle time, and priced.
+  TraceBuilder whole = ThreeWindows();
+  std::erase_if(whole.Trace().records,
+                [](const Record& r) { return r.Kind() == RecordKind::CaptureWindow; });
+  whole.Trace().meta.erase("capture");
+  kprof::Run run2 = whole.Build();
+  Timeline tl2 = BuildTimeline(run2);
+  Analysis a2 = Analyze(tl2);
+  EXPECT_EQ(a2.summary.capture, "");
+  EXPECT_EQ(a2.summary.wall_ns, 1031 * kMs);  // the first API call to the last kernel
+  bool idle = false;
+  for (const Hint& h : ComputeHints(tl2, a2)) idle |= h.id == "gpu-idle-gaps";
+  EXPECT_TRUE(idle);
+}
+
+TEST(CaptureAnalysis, AProcessWithoutWindowsSaysWhy) {
+  TraceBuilder b(7);
+  b.Launch("k", 1000, 2000, 3000, 4000);
+  b.Trace().meta["capture"] = "nvtx:step";
+  b.Trace().meta["capture_windows"] = "0";
+  b.Trace().meta["capture_range_seen"] = "0";
+  b.Trace().meta["capture_nvtx_ranges"] = "12";
+  kprof::Run run = b.Build();
+  Analysis a = Analyze(BuildTimeline(run));
+  EXPECT_EQ(a.summary.capture_windows, 0u);
+  EXPECT_EQ(a.summary.capture_problem,
+            "pid 7: its window never opened (no range 'step' among its 12 NVTX ranges)");
+  b.Trace().meta["capture_nvtx_ranges"] = "0";
+  run = b.Build();
+  a = Analyze(BuildTimeline(run));
+  EXPECT_EQ(a.summary.capture_problem,
+            "pid 7: its window never opened (no NVTX range reached kprof)");
+  // The report says what was recorded.
+  std::ostringstream out;
+  ReportOptions o;
+  WriteReport(out, run, a, {}, o);
+  EXPECT_NE(out.str().find("recorded              0 capture windows (nvtx:step); pid 7: its "
+                           "window never opened (no NVTX range reached kprof)"),
+            std::string::npos)
+      << out.str();
+}
+
+TEST(CaptureAnalysis, ReportAndJsonNameTheWindows) {
+  kprof::Run run = ThreeWindows().Build();
+  Timeline tl = BuildTimeline(run);
+  Analysis a = Analyze(tl);
+  std::ostringstream table, json;
+  ReportOptions o;
+  WriteReport(table, run, a, {}, o);
+  EXPECT_NE(table.str().find("recorded              3 capture windows (nvtx:step)\n"),
+            std::string::npos)
+      << table.str();
+  EXPECT_NE(table.str().find("wall time             33.00 ms inside the windows"),
+            std::string::npos);
+  o.format = Format::Json;
+  WriteReport(json, run, a, {}, o);
+  auto j = nlohmann::json::parse(json.str());
+  EXPECT_EQ(j["summary"]["capture"]["trigger"], "nvtx:step");
+  EXPECT_EQ(j["summary"]["capture"]["windows"], 3);
+  EXPECT_EQ(j["processes"][0]["windows"], 3);
+}
+
+TEST(CaptureAnalysis, ChromeTraceKeepsTheWindows) {
+  kprof::Run run = ThreeWindows().Build();
+  kprof::test::TempDir dir;
+  const std::string path = dir / "trace.json";
+  WriteChromeTrace(path, BuildTimeline(run));
+  kprof::Run back = ReadChromeTrace(path);
+  ASSERT_EQ(back.processes.size(), 1u);
+  size_t windows = 0;
+  for (const Record& r : back.processes[0].records)
+    if (r.Kind() == RecordKind::CaptureWindow) {
+      ++windows;
+      EXPECT_EQ(r.DurationNs(), 10 * kMs);
+    }
+  EXPECT_EQ(windows, 3u);
+  Analysis a = Analyze(BuildTimeline(back));
+  EXPECT_EQ(a.summary.capture, "nvtx:step");
+  EXPECT_EQ(a.summary.capture_windows, 3u);
+  EXPECT_EQ(a.summary.wall_ns, 33 * kMs);
+}
