@@ -11,6 +11,7 @@ ncu:  DIR/cc-replay.json (`kprof report --by kernel --format json` of the replay
       throughputs (the first launch of each name in ncu's list), and the largest gap in points;
       then DIR/cc-sampled.json (PM sampling, GPU-wide samples inside each kernel) against the
       same ncu rows, metric by metric as sampling measures them (SAMPLED_COLUMNS).
+program: DIR/program.tsv (scripts/capture_bench.sh), as cost, with the program's own wall time.
 Prints Markdown; a part whose files are missing is skipped.
 """
 import csv
@@ -95,6 +96,10 @@ def main():
     out = sys.argv[1]
     if os.path.exists(os.path.join(out, "cost.tsv")):
         cost_table(os.path.join(out, "cost.tsv"))
+        print()
+    if os.path.exists(os.path.join(out, "program.tsv")):  # scripts/capture_bench.sh
+        print("The program's own wall time:\n")
+        cost_table(os.path.join(out, "program.tsv"))
         print()
     replay, ncu = os.path.join(out, "cc-replay.json"), os.path.join(out, "ncu.csv")
     if os.path.exists(replay) and os.path.exists(ncu):

@@ -1,0 +1,156 @@
+// GPU tests of capture windows (issue 13, docs/capture.md): an NVTX range, the profiler API,
+// --delay and --duration each bound what is recorded, exactly; a window that never opens says
+// why. Every test skips cleanly when no GPU is present.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "gpu_harness.h"
+#include "gtest/gtest.h"
+#include "kprof/analysis.h"
+#include "kprof/timeline.h"
+#include "kprof/trace.h"
+
+using namespace kprof;
+using namespace kprof::gpu_test;
+
+namespace {
+
+struct Recorded {
+  Run run;
+  Analysis an;
+  std::map<std::string, uint64_t> kernels;  // by name
+  std::vector<Record> windows;
+  uint64_t syncs = 0, missing = 0, first_kernel = UINT64_MAX;
+};
+
+Recorded Read(const std::string& dir) {
+  Recorded m;
+  m.run = ReadInputs({dir});
+  m.an = Analyze(BuildTimeline(m.run));
+  for (const ProcessTrace& p : m.run.processes) {
+    m.missing += p.stats.missing_timestamps;
+    for (const Record& r : p.records) {
+      if (r.Kind() == RecordKind::Kernel) {
+        ++m.kernels[Demangle(p.Name(r))];
+        m.first_kernel = std::min(m.first_kernel, r.start_ns);
+      }
+      if (r.Kind() == RecordKind::Sync) ++m.syncs;
+      if (r.Kind() == RecordKind::CaptureWindow) m.windows.push_back(r);
+    }
+  }
+  return m;
+}
+
+uint64_t Total(const std::map<std::string, uint64_t>& by_name) {
+  uint64_t n = 0;
+  for (const auto& [name, count] : by_name) n += count;
+  return n;
+}
+
+}  // namespace
+
+// --capture nvtx:step --capture-count 3 on 50 steps: exactly 3 steps' kernels (5 each), their 3
+// synchronizations, 3 windows each closed by its range's pop.
+TEST(GpuCapture, NvtxRangeRecordsExactlyTheStepsAsked) {
+  REQUIRE_GPU();
+  const std::string dir = FreshDir("capture_nvtx");
+  Result r = KprofWith(dir, {"--capture", "nvtx:step", "--capture-count", "3"},
+                       {Bin("kernels/train_step"), "50"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Recorded m = Read(dir);
+  ASSERT_EQ(m.run.processes.size(), 1u);
+  EXPECT_EQ(Total(m.kernels), 15u);
+  for (const char* k :
+       {"matmul_like", "attention_like", "norm_like", "matmul_like_bwd", "sgd_update"}) {
+    bool found = false;
+    for (const auto& [name, count] : m.kernels)
+      if (name.rfind(std::string(k) + "(", 0) == 0 || name == k) {
+        EXPECT_EQ(count, 3u) << name;
+        found = true;
+      }
+    EXPECT_TRUE(found) << k;
+  }
+  EXPECT_EQ(m.syncs, 3u);
+  EXPECT_EQ(m.missing, 0u);
+  ASSERT_EQ(m.windows.size(), 3u);
+  for (const Record& w : m.windows) {
+    EXPECT_EQ(static_cast<CaptureTrigger>(w.flags), CaptureTrigger::Nvtx);
+    EXPECT_EQ(static_cast<CaptureEnd>(w.b), CaptureEnd::RangeEnded);
+    EXPECT_GT(w.DurationNs(), 0u);
+  }
+  EXPECT_GE(m.first_kernel, m.windows[0].start_ns);
+  EXPECT_EQ(m.an.summary.capture, "nvtx:step");
+  EXPECT_EQ(m.an.summary.capture_windows, 3u);
+  EXPECT_EQ(m.an.summary.capture_problem, "");
+  EXPECT_LE(m.an.summary.utilisation, 1.0);
+}
+
+// cudaProfilerStart/Stop bracket the window: the 100 kernels between them, none of the 2,000
+// around them.
+TEST(GpuCapture, ProfilerApiBracketsTheWindow) {
+  REQUIRE_GPU();
+  const std::string dir = FreshDir("capture_profiler_api");
+  Result r = KprofWith(dir, {"--capture", "cuda-profiler-api"},
+                       {Bin("kernels/capture_window"), "1000", "100", "1000"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Recorded m = Read(dir);
+  EXPECT_EQ(m.kernels["inside_kernel(int*)"], 100u);
+  EXPECT_EQ(Total(m.kernels), 100u);
+  EXPECT_EQ(m.missing, 0u);
+  ASSERT_EQ(m.windows.size(), 1u);
+  EXPECT_EQ(static_cast<CaptureEnd>(m.windows[0].b), CaptureEnd::ProfilerStop);
+}
+
+// The same program's NVTX range around the inside kernels.
+TEST(GpuCapture, NvtxRangeOfAnotherProgram) {
+  REQUIRE_GPU();
+  const std::string dir = FreshDir("capture_nvtx_window");
+  Result r = KprofWith(dir, {"--capture", "nvtx:window"},
+                       {Bin("kernels/capture_window"), "1000", "100", "1000"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Recorded m = Read(dir);
+  EXPECT_EQ(m.kernels["inside_kernel(int*)"], 100u);
+  EXPECT_EQ(Total(m.kernels), 100u);
+  ASSERT_EQ(m.windows.size(), 1u);
+}
+
+// A range that never comes: nothing recorded, and the report says the window never opened and
+// how many other ranges there were (5 steps of 4 ranges).
+TEST(GpuCapture, AWindowThatNeverOpensSaysWhy) {
+  REQUIRE_GPU();
+  const std::string dir = FreshDir("capture_never");
+  Result r = KprofWith(dir, {"--capture", "nvtx:nothing"}, {Bin("kernels/train_step"), "5"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Recorded m = Read(dir);
+  EXPECT_EQ(Total(m.kernels), 0u);
+  EXPECT_TRUE(m.windows.empty());
+  EXPECT_NE(m.an.summary.capture_problem.find("no range 'nothing' among its 20 NVTX ranges"),
+            std::string::npos)
+      << m.an.summary.capture_problem;
+}
+
+// --delay 0.3 --duration 0.3 on a loop of about 1.5 s: one window of 0.3 s, opened 0.3 s or more
+// after CUDA started; some of the kernels, all launched inside it.
+TEST(GpuCapture, DelayAndDuration) {
+  REQUIRE_GPU();
+  const std::string dir = FreshDir("capture_time");
+  Result r =
+      KprofWith(dir, {"--delay", "0.3", "--duration", "0.3"}, {Bin("kernels/train_step"), "3000"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Recorded m = Read(dir);
+  ASSERT_EQ(m.windows.size(), 1u);
+  const Record& w = m.windows[0];
+  EXPECT_EQ(static_cast<CaptureTrigger>(w.flags), CaptureTrigger::Time);
+  EXPECT_EQ(static_cast<CaptureEnd>(w.b), CaptureEnd::Duration);
+  EXPECT_GE(w.DurationNs(), 290'000'000u);
+  EXPECT_LT(w.DurationNs(), 400'000'000u);
+  const uint64_t start = std::stoull(m.run.processes[0].Meta("start_time_ns"));
+  EXPECT_GE(w.start_ns, start + 290'000'000u);
+  const uint64_t n = Total(m.kernels);
+  EXPECT_GT(n, 100u);
+  EXPECT_LT(n, 15000u - 100u);
+  EXPECT_GE(m.first_kernel, w.start_ns);
+  EXPECT_EQ(m.missing, 0u);
+}
