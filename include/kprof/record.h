@@ -140,7 +140,7 @@ enum class CaptureTrigger : uint8_t {
   ProfilerApi = 2,  ///< cudaProfilerStart / cuProfilerStart (--capture cuda-profiler-api)
   Time = 3,         ///< --delay elapsed (or the process began: --duration alone)
 };
-/// What closed a capture window (CaptureWindow.b).
+/// What closed a capture window (CaptureWindow.c).
 enum class CaptureEnd : uint8_t {
   Unknown = 0,
   RangeEnded = 1,    ///< the NVTX range that opened it ended
@@ -208,7 +208,8 @@ inline constexpr uint32_t kCopyAsync = 1u;  ///< Memcpy.c bit 0: the copy was as
 ///              a = passes the replay took; tid = the launching thread
 ///   CaptureWindow  CPU interval on the thread that opened it (device = kNoDevice): start_ns/end_ns
 ///              = when kprof began and stopped recording; a = the window's index (from 0);
-///              flags = CaptureTrigger; b = CaptureEnd; name = what opened it (the range's name,
+///              flags = CaptureTrigger; c = CaptureEnd; b = 0 (the default NVTX domain, for the
+///              range an NVTX window stands for); name = what opened it (the range's name,
 ///              "cudaProfilerStart", "delay"). Outside its windows a process has no records.
 ///   Per-node records of graph launches (node mode): Kernel bytes = graph node id; Memset c/d =
 ///   node id low/high; Memcpy f = node id low 32 bits, c bits 1..31 = its high bits (CUPTI puts

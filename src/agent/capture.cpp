@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -60,6 +61,8 @@ struct State {
 };
 
 Settings g_settings;
+bool g_debug = false;  // KPROF_CAPTURE_DEBUG=1: each window's opening and closing on stderr
+ApiRecords g_api = ApiRecords::Kind;  // KPROF_CAPTURE_API=id: per callback id (diagnosis)
 std::atomic<bool> g_configured{false};
 // Pushes and starts of any range: a window that never opens, did NVTX reach kprof at all?
 std::atomic<uint64_t> g_nvtx_ranges{0};
@@ -95,10 +98,17 @@ uint64_t EnvMs(const char* name, std::vector<std::pair<std::string, std::string>
 // With the state's mutex held.
 void Open(State& s, CaptureTrigger trigger, std::string by) {
   if (s.open || s.ended || s.windows >= g_settings.count) return;
-  EnableActivityKinds(s.kinds, nullptr, s.graph_level);
+  // The window begins before the kinds are enabled: enabling takes a while, and work the
+  // program launches meanwhile may be recorded.
+  s.opened_ns = Now();
+  int apis = 0;
+  EnableActivityKinds(s.kinds, &apis, s.graph_level, g_api);
+  if (g_debug)
+    std::fprintf(stderr, "kprof capture: window %llu opened by %s: %d API ids enabled in %.1f us\n",
+                 static_cast<unsigned long long>(s.windows + 1), by.c_str(), apis,
+                 static_cast<double>(Now() - s.opened_ns) / 1e3);
   s.open = true;
   g_window_open = true;
-  s.opened_ns = Now();
   s.opened_tid = ThreadId();
   s.opened_trigger = trigger;
   s.opened_by = std::move(by);
@@ -109,7 +119,12 @@ void Open(State& s, CaptureTrigger trigger, std::string by) {
 // With the state's mutex held.
 void Close(State& s, CaptureEnd why) {
   if (!s.open) return;
-  if (why != CaptureEnd::ProcessEnd) DisableActivityKinds(s.kinds, s.graph_level);
+  const uint64_t closing = Now();
+  if (why != CaptureEnd::ProcessEnd) DisableActivityKinds(s.kinds, s.graph_level, g_api);
+  if (g_debug)
+    std::fprintf(stderr, "kprof capture: window %llu closed (%u) in %.1f us\n",
+                 static_cast<unsigned long long>(s.windows), static_cast<unsigned>(why),
+                 static_cast<double>(Now() - closing) / 1e3);
   s.open = false;
   g_window_open = false;
   s.owner_depth = -1;
@@ -122,7 +137,7 @@ void Close(State& s, CaptureEnd why) {
   r.tid = s.opened_tid;
   r.a = static_cast<uint32_t>(s.windows - 1);
   r.flags = static_cast<uint8_t>(s.opened_trigger);
-  r.b = static_cast<uint32_t>(why);
+  r.c = static_cast<uint32_t>(why);
   Agent& a = A();
   std::lock_guard<std::mutex> lock(a.side_mu);
   a.side.push_back({r, s.opened_by});
@@ -328,6 +343,14 @@ bool StartCapture(CUpti_SubscriberHandle subscriber, uint32_t kinds, bool graph_
   State& s = S();
   s.kinds = kinds;
   s.graph_level = graph_level;
+  g_debug = std::getenv("KPROF_CAPTURE_DEBUG") != nullptr;
+  if (const char* api = std::getenv("KPROF_CAPTURE_API");
+      api != nullptr && std::string(api) == "id")
+    g_api = ApiRecords::PerId;
+  // The API ids are found now, outside any callback, not in the first window on the program's
+  // thread.
+  const size_t ids = PrepareApiRecords();
+  if (g_debug) std::fprintf(stderr, "kprof capture: %zu API ids to record\n", ids);
   if (g_settings.trigger == CaptureTrigger::Nvtx ||
       g_settings.trigger == CaptureTrigger::ProfilerApi) {
     if (subscriber == nullptr) return false;

@@ -166,20 +166,21 @@ namespace {
 // 1,500 ids: a capture window enables and disables these, not the search).
 struct TracedIds {
   std::vector<CUpti_CallbackId> runtime, driver;
+  std::vector<CUpti_CallbackId> other_runtime, other_driver;  // every other named id
 };
 const TracedIds& Traced() {
   static const TracedIds ids = [] {
     TracedIds t;
     const auto find = [](CUpti_CallbackDomain domain, uint32_t size,
-                         std::vector<CUpti_CallbackId>& out) {
+                         std::vector<CUpti_CallbackId>& out, std::vector<CUpti_CallbackId>& other) {
       for (uint32_t cbid = 1; cbid < size; ++cbid) {
         const char* name = nullptr;
         if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS) continue;
-        if (IsTracedApiName(name)) out.push_back(cbid);
+        (IsTracedApiName(name) ? out : other).push_back(cbid);
       }
     };
-    find(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE, t.runtime);
-    find(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE, t.driver);
+    find(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE, t.runtime, t.other_runtime);
+    find(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE, t.driver, t.other_driver);
     return t;
   }();
   return ids;
@@ -201,7 +202,39 @@ int SetApiRecords(const std::vector<CUpti_CallbackId>& ids, bool runtime, uint8_
 
 }  // namespace
 
-bool EnableActivityKinds(uint32_t kinds, int* enabled_api, bool graph_level) {
+size_t PrepareApiRecords() { return Traced().runtime.size() + Traced().driver.size(); }
+
+// The API records of `kinds`, on or off, by callback id; with ApiRecords::Kind, also the whole
+// API kind, every other id switched off after it (a kind overrides earlier per-id settings, and
+// per-id settings made after it win). Once CUDA runs, neither way alone is enough: on the H100
+// per-id enabling recorded nothing from an NVTX callback or another thread, the kind nothing
+// from inside a runtime API callback (cudaProfilerStart); together they record the same calls
+// as at start (docs/capture.md).
+int SetApis(uint32_t kinds, uint8_t on, ApiRecords how) {
+  const TracedIds& t = Traced();
+  const auto kind = [&](CUpti_ActivityKind k, const std::vector<CUpti_CallbackId>& other,
+                        bool runtime) {
+    if (how != ApiRecords::Kind) return;
+    if (!on) {
+      KPROF_CUPTI(cuptiActivityDisable(k));
+      return;
+    }
+    KPROF_CUPTI(cuptiActivityEnable(k));
+    SetApiRecords(other, runtime, 0);
+  };
+  int apis = 0;
+  if (kinds & kKindRuntime) {
+    kind(CUPTI_ACTIVITY_KIND_RUNTIME, t.other_runtime, true);
+    apis += SetApiRecords(t.runtime, true, on);
+  }
+  if (kinds & kKindDriver) {
+    kind(CUPTI_ACTIVITY_KIND_DRIVER, t.other_driver, false);
+    apis += SetApiRecords(t.driver, false, on);
+  }
+  return apis;
+}
+
+bool EnableActivityKinds(uint32_t kinds, int* enabled_api, bool graph_level, ApiRecords how) {
   bool ok = true;
   // Before the kernel kinds: graphs instantiated later are then traced as a whole.
   if (graph_level && (kinds & (kKindKernel | kKindMemcpy | kKindMemset)))
@@ -221,15 +254,13 @@ bool EnableActivityKinds(uint32_t kinds, int* enabled_api, bool graph_level) {
   if (kinds & kKindOverhead) ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_OVERHEAD));
   // Device records carry the properties kprof writes into the file's meta block.
   KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE));
-  int apis = 0;
   // Only the calls kprof needs, per callback id: enabling whole domains costs far more.
-  if (kinds & kKindRuntime) apis += SetApiRecords(Traced().runtime, true, 1);
-  if (kinds & kKindDriver) apis += SetApiRecords(Traced().driver, false, 1);
+  const int apis = SetApis(kinds, 1, how);
   if (enabled_api != nullptr) *enabled_api = apis;
   return ok;
 }
 
-void DisableActivityKinds(uint32_t kinds, bool graph_level) {
+void DisableActivityKinds(uint32_t kinds, bool graph_level, ApiRecords how) {
   if (graph_level && (kinds & (kKindKernel | kKindMemcpy | kKindMemset)))
     KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE));
   if (kinds & kKindKernel) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
@@ -239,8 +270,7 @@ void DisableActivityKinds(uint32_t kinds, bool graph_level) {
   if (kinds & kKindNvtx) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MARKER));
   if (kinds & kKindMemory) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMORY2));
   if (kinds & kKindOverhead) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_OVERHEAD));
-  if (kinds & kKindRuntime) SetApiRecords(Traced().runtime, true, 0);
-  if (kinds & kKindDriver) SetApiRecords(Traced().driver, false, 0);
+  SetApis(kinds, 0, how);
 }
 
 }  // namespace kprof::agent

@@ -5,6 +5,7 @@
 
 #include <cupti.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -46,11 +47,21 @@ bool ConfigureActivityAttributes(bool zeroed_buffers);
 /// runtime + driver callback ids enabled. `graph_level`: CUDA graph launches are recorded as one
 /// record each (CUPTI_ACTIVITY_KIND_GRAPH_TRACE), not node by node (CUPTI then writes no
 /// kernel, copy or memset record for work inside a graph).
-bool EnableActivityKinds(uint32_t kinds, int* enabled_api, bool graph_level = false);
+/// How API records are switched on: per callback id (at start), or also through the whole API
+/// kinds with the other ids switched off (later, in a capture window: docs/capture.md).
+enum class ApiRecords : uint8_t { PerId, Kind };
+bool EnableActivityKinds(uint32_t kinds, int* enabled_api, bool graph_level = false,
+                         ApiRecords how = ApiRecords::PerId);
+
+/// Finds the API callback ids kprof records (by name, once; EnableActivityKinds does it on its
+/// first call otherwise), so that enabling them later (a capture window) is only the enabling.
+/// Returns how many there are.
+size_t PrepareApiRecords();
 
 /// Disables what EnableActivityKinds enabled, API records included (a capture window closing;
 /// the device records stay on).
-void DisableActivityKinds(uint32_t kinds, bool graph_level = false);
+void DisableActivityKinds(uint32_t kinds, bool graph_level = false,
+                          ApiRecords how = ApiRecords::PerId);
 
 /// True when this runtime/driver API name is one kprof records.
 bool IsTracedApiName(const char* name);

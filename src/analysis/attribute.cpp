@@ -242,6 +242,20 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
   for (const Record& r : p.records)
     if (r.Kind() == RecordKind::Range)
       add({&r, r.start_ns, std::max(r.start_ns, r.end_ns), r.tid, 0, -1, true});
+  // A capture window opened by an NVTX range stands for that range, which CUPTI does not record
+  // (the window opens inside its push and closes inside its pop: docs/capture.md), unless the
+  // range was recorded after all (a push of the same name on that thread inside the window).
+  for (const Record& w : p.records) {
+    if (w.Kind() != RecordKind::CaptureWindow ||
+        static_cast<CaptureTrigger>(w.flags) != CaptureTrigger::Nvtx || w.name == 0)
+      continue;
+    const uint64_t end = std::max(w.start_ns, w.end_ns);
+    const bool recorded = std::any_of(markers.begin(), markers.end(), [&](const Record* m) {
+      return m->Kind() == RecordKind::MarkerStart && m->name == w.name && m->tid == w.tid &&
+             m->start_ns >= w.start_ns && m->start_ns <= end;
+    });
+    if (!recorded) add({&w, w.start_ns, end, w.tid, 0, -1, true});
+  }
   ix.Nest();
   ix.modules.Nest();
   ix.sources.Nest();

@@ -42,13 +42,14 @@ Agent& A() {
 }
 bool CheckCupti(CUptiResult r, const char*, const char*, int) { return r == CUPTI_SUCCESS; }
 void BlockSignalsInThisThread() {}
-bool EnableActivityKinds(uint32_t, int* enabled_api, bool) {
+bool EnableActivityKinds(uint32_t, int* enabled_api, bool, ApiRecords) {
   std::lock_guard<std::mutex> lock(g_mu);
   ++g_enables;
   if (enabled_api != nullptr) *enabled_api = 0;
   return true;
 }
-void DisableActivityKinds(uint32_t, bool) {
+size_t PrepareApiRecords() { return 0; }
+void DisableActivityKinds(uint32_t, bool, ApiRecords) {
   std::lock_guard<std::mutex> lock(g_mu);
   ++g_disables;
 }
@@ -178,7 +179,7 @@ TEST(CaptureWindows, NvtxRangeOpensAndItsPopCloses) {
       EXPECT_EQ(w[i].rec.a, i);
       EXPECT_EQ(w[i].name, "step");
       EXPECT_EQ(static_cast<CaptureTrigger>(w[i].rec.flags), CaptureTrigger::Nvtx);
-      EXPECT_EQ(static_cast<CaptureEnd>(w[i].rec.b), CaptureEnd::RangeEnded);
+      EXPECT_EQ(static_cast<CaptureEnd>(w[i].rec.c), CaptureEnd::RangeEnded);
       EXPECT_LT(w[i].rec.start_ns, w[i].rec.end_ns);
       EXPECT_EQ(w[i].rec.device, kNoDevice);
     }
@@ -202,7 +203,7 @@ TEST(CaptureWindows, OpenWindowEndsWithTheProcess) {
     EndCapture();  // idempotent
     const auto w = Windows();
     ASSERT_EQ(w.size(), 1u);
-    EXPECT_EQ(static_cast<CaptureEnd>(w[0].rec.b), CaptureEnd::ProcessEnd);
+    EXPECT_EQ(static_cast<CaptureEnd>(w[0].rec.c), CaptureEnd::ProcessEnd);
     EXPECT_EQ(g_disables, 0);  // collection ends anyway: nothing to disable
   });
 }
@@ -229,7 +230,7 @@ TEST(CaptureWindows, ProfilerApiBracketsTheWindow) {
     const auto w = Windows();
     ASSERT_EQ(w.size(), 1u);
     EXPECT_EQ(w[0].name, "cudaProfilerStart");
-    EXPECT_EQ(static_cast<CaptureEnd>(w[0].rec.b), CaptureEnd::ProfilerStop);
+    EXPECT_EQ(static_cast<CaptureEnd>(w[0].rec.c), CaptureEnd::ProfilerStop);
     EXPECT_EQ(g_enables, 1);
   });
 }
@@ -256,7 +257,7 @@ TEST(CaptureWindows, DelayAndDuration) {
     const auto w = Windows();
     ASSERT_EQ(w.size(), 1u);
     EXPECT_EQ(static_cast<CaptureTrigger>(w[0].rec.flags), CaptureTrigger::Time);
-    EXPECT_EQ(static_cast<CaptureEnd>(w[0].rec.b), CaptureEnd::Duration);
+    EXPECT_EQ(static_cast<CaptureEnd>(w[0].rec.c), CaptureEnd::Duration);
   });
 }
 
@@ -282,8 +283,8 @@ TEST(CaptureWindows, DurationCapsEachWindow) {
     EndCapture();
     const auto w = Windows();
     ASSERT_EQ(w.size(), 2u);
-    EXPECT_EQ(static_cast<CaptureEnd>(w[0].rec.b), CaptureEnd::Duration);
-    EXPECT_EQ(static_cast<CaptureEnd>(w[1].rec.b), CaptureEnd::RangeEnded);
+    EXPECT_EQ(static_cast<CaptureEnd>(w[0].rec.c), CaptureEnd::Duration);
+    EXPECT_EQ(static_cast<CaptureEnd>(w[1].rec.c), CaptureEnd::RangeEnded);
   });
 }
 

@@ -77,10 +77,22 @@ TEST(GpuCapture, NvtxRangeRecordsExactlyTheStepsAsked) {
   ASSERT_EQ(m.windows.size(), 3u);
   for (const Record& w : m.windows) {
     EXPECT_EQ(static_cast<CaptureTrigger>(w.flags), CaptureTrigger::Nvtx);
-    EXPECT_EQ(static_cast<CaptureEnd>(w.b), CaptureEnd::RangeEnded);
+    EXPECT_EQ(static_cast<CaptureEnd>(w.c), CaptureEnd::RangeEnded);
     EXPECT_GT(w.DurationNs(), 0u);
   }
   EXPECT_GE(m.first_kernel, m.windows[0].start_ns);
+  // The launches' API records are there (the kernels' ops come from them), and each window
+  // stands for its "step" range: 3 calls, the ranges inside them holding the 15 kernels.
+  EXPECT_EQ(m.an.summary.launches, 15u);
+  std::map<std::string, const GroupRow*> ops;
+  for (const GroupRow& g : m.an.ops) ops[g.key] = &g;
+  ASSERT_TRUE(ops.count("step"));
+  EXPECT_EQ(ops["step"]->calls, 3u);
+  ASSERT_TRUE(ops.count("forward") && ops.count("backward") && ops.count("optimizer"));
+  EXPECT_EQ(ops["forward"]->kernels, 9u);
+  EXPECT_EQ(ops["backward"]->kernels, 3u);
+  EXPECT_EQ(ops["optimizer"]->kernels, 3u);
+  EXPECT_FALSE(ops.count("(no range)"));
   EXPECT_EQ(m.an.summary.capture, "nvtx:step");
   EXPECT_EQ(m.an.summary.capture_windows, 3u);
   EXPECT_EQ(m.an.summary.capture_problem, "");
@@ -98,9 +110,10 @@ TEST(GpuCapture, ProfilerApiBracketsTheWindow) {
   Recorded m = Read(dir);
   EXPECT_EQ(m.kernels["inside_kernel(int*)"], 100u);
   EXPECT_EQ(Total(m.kernels), 100u);
+  EXPECT_EQ(m.an.summary.launches, 100u);
   EXPECT_EQ(m.missing, 0u);
   ASSERT_EQ(m.windows.size(), 1u);
-  EXPECT_EQ(static_cast<CaptureEnd>(m.windows[0].b), CaptureEnd::ProfilerStop);
+  EXPECT_EQ(static_cast<CaptureEnd>(m.windows[0].c), CaptureEnd::ProfilerStop);
 }
 
 // The same program's NVTX range around the inside kernels.
@@ -143,7 +156,7 @@ TEST(GpuCapture, DelayAndDuration) {
   ASSERT_EQ(m.windows.size(), 1u);
   const Record& w = m.windows[0];
   EXPECT_EQ(static_cast<CaptureTrigger>(w.flags), CaptureTrigger::Time);
-  EXPECT_EQ(static_cast<CaptureEnd>(w.b), CaptureEnd::Duration);
+  EXPECT_EQ(static_cast<CaptureEnd>(w.c), CaptureEnd::Duration);
   EXPECT_GE(w.DurationNs(), 290'000'000u);
   EXPECT_LT(w.DurationNs(), 400'000'000u);
   const uint64_t start = std::stoull(m.run.processes[0].Meta("start_time_ns"));

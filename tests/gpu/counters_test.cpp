@@ -123,15 +123,16 @@ TEST(GpuCounters, SampledThroughputsBesideTracing) {
   EXPECT_GT(bf16->values.tensor_pct, 80.0);
   EXPECT_EQ(bf16->bound, Bound::Compute);
   // Every sampled metric fits the one pass on this GPU (none left out): a track each, and L2
-  // and occupancy per kernel. The streaming axpy keeps L2 busy and the SMs full of warps; the
-  // latency chase, one warp per block on a tiny grid, leaves them nearly empty.
+  // and occupancy per kernel. The streaming axpy keeps L2 and the SMs busy; the latency chase,
+  // one warp per block on a tiny grid, leaves them nearly empty.
   std::vector<std::string> metrics;
   for (const CounterTrack& t : c.tracks)
     if (std::find(metrics.begin(), metrics.end(), t.metric) == metrics.end())
       metrics.push_back(t.metric);
   EXPECT_EQ(metrics.size(), SampledMetrics().size());
-  EXPECT_GT(axpy->values.l2_pct, 50.0);
-  EXPECT_GT(axpy->values.occupancy_pct, 30.0);
+  // ncu on the same kernel (scripts/counters_bench.sh ncu): L2 sectors 34.0%, warps active 49.4%.
+  EXPECT_NEAR(axpy->values.l2_pct, 34.0, 5.0);
+  EXPECT_NEAR(axpy->values.occupancy_pct, 49.4, 5.0);
   const KernelCounters* chase = Named(c, "latency_chase");
   ASSERT_NE(chase, nullptr) << r.out;
   EXPECT_EQ(chase->bound, Bound::Latency);

@@ -58,6 +58,30 @@ TEST(CaptureAnalysis, WallTimeIsTheTimeInsideTheWindows) {
   ASSERT_EQ(a.processes.size(), 1u);
   EXPECT_EQ(a.processes[0].wall_ns, 33 * kMs);
   EXPECT_EQ(a.processes[0].windows, 3u);
+  // Each window stands for the range that opened it (CUPTI records neither its push nor its
+  // pop): the op "step", its 3 calls and their 12 kernels.
+  const GroupRow* step = nullptr;
+  for (const GroupRow& g : a.ops)
+    if (g.key == "step") step = &g;
+  ASSERT_NE(step, nullptr);
+  EXPECT_EQ(step->calls, 3u);
+  EXPECT_EQ(step->kernels, 12u);
+  EXPECT_EQ(step->gpu_ns, 24 * kMs);
+}
+
+// A window whose range CUPTI did record: the range once, not twice.
+TEST(CaptureAnalysis, ARecordedRangeIsNotCountedTwice) {
+  TraceBuilder b = ThreeWindows();
+  b.Range("step", 1000 * kMs + 1000, 1000 * kMs + 9 * kMs);  // in the first window
+  kprof::Run run = b.Build();
+  Analysis a = Analyze(BuildTimeline(run));
+  size_t rows = 0;
+  for (const GroupRow& g : a.ops) {
+    if (g.key != "step") continue;
+    ++rows;
+    EXPECT_EQ(g.calls, 3u);
+  }
+  EXPECT_EQ(rows, 1u);
 }
 
 TEST(CaptureAnalysis, IdleTimeBetweenWindowsIsNotPriced) {

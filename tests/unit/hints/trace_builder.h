@@ -173,7 +173,7 @@ class TraceBuilder {
     r.tid = tid;
     r.a = windows_++;
     r.flags = static_cast<uint8_t>(CaptureTrigger::Nvtx);
-    r.b = static_cast<uint32_t>(CaptureEnd::RangeEnded);
+    r.c = static_cast<uint32_t>(CaptureEnd::RangeEnded);
     r.name = t_.strings.Intern(by);
     t_.records.push_back(r);
     t_.meta["capture"] = trigger;
