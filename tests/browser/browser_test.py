@@ -265,9 +265,9 @@ def test_charts(c):
 
 
 def test_counters(c):
-    # PM sampling's tracks (3 metrics of device 0) and the replayed kernels' roofline
+    # PM sampling's tracks (5 metrics of device 0) and the replayed kernels' roofline
     # (docs/counters.md); a run without counters draws neither.
-    for name, cid, want in (("counters-sampled", "counters-canvas", 3),
+    for name, cid, want in (("counters-sampled", "counters-canvas", 5),
                             ("counters-replay", "roofline-canvas", 6)):
         c.load(name)
         b = c.browser

@@ -309,11 +309,12 @@ TEST(ChromeWriter, SampledCountersBecomeCounterTracks) {
     ++points[e.at("name").get<std::string>()];
     zeros[e.at("name").get<std::string>()] += v == 0.0;
   }
-  ASSERT_EQ(points.size(), 3u);
-  for (const char* track : {"SM throughput %", "DRAM throughput %", "tensor pipes active %"}) {
+  ASSERT_EQ(points.size(), 5u);
+  for (const char* track : {"SM throughput %", "DRAM throughput %", "tensor pipes active %",
+                            "L2 throughput %", "achieved occupancy %"}) {
     ASSERT_TRUE(points.count(track)) << track;
-    // 2659 samples without a hole: one point each, and the closing 0 after the last.
-    EXPECT_EQ(points[track], 2659u + 1u) << track;
+    // 4364 samples without a hole: one point each, and the closing 0 after the last.
+    EXPECT_EQ(points[track], 4364u + 1u) << track;
     EXPECT_GE(zeros[track], 1u) << track;
   }
 }

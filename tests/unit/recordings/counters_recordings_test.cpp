@@ -153,11 +153,12 @@ TEST(CounterRecordings, SampledKernelsOfKnownCharacter) {
   const CounterSummary& c = an.counters;
   EXPECT_EQ(c.mode, "sampled");
   EXPECT_EQ(c.problem, "");
-  EXPECT_EQ(c.samples, 2659u);
+  EXPECT_EQ(c.samples, 4364u);
   EXPECT_EQ(c.sample_interval_ns, 100'000u);
-  EXPECT_EQ(c.setup_ns, 504'587'806u);
-  ASSERT_EQ(c.tracks.size(), 3u);  // SM, DRAM, tensor pipes, on device 0
-  for (const CounterTrack& t : c.tracks) EXPECT_EQ(t.t_ns.size(), 2659u) << t.metric;
+  EXPECT_EQ(c.setup_ns, 527'716'761u);
+  // SM, DRAM, tensor pipes, L2 sectors, achieved occupancy, on device 0.
+  ASSERT_EQ(c.tracks.size(), 5u);
+  for (const CounterTrack& t : c.tracks) EXPECT_EQ(t.t_ns.size(), 4364u) << t.metric;
   ASSERT_EQ(c.kernels.size(), 5u);
   for (const KernelCounters& k : c.kernels) EXPECT_EQ(k.source, CounterSource::Sampled);
   const KernelCounters* sgemm = Named(c, "sm80_xmma_gemm_f32f32");
@@ -166,14 +167,21 @@ TEST(CounterRecordings, SampledKernelsOfKnownCharacter) {
   const KernelCounters* chase = Named(c, "latency_chase");
   ASSERT_TRUE(sgemm && bf16 && axpy && chase);
   EXPECT_EQ(sgemm->bound, Bound::Compute);
-  EXPECT_NEAR(sgemm->values.sm_pct, 87.4, 0.05);
+  EXPECT_NEAR(sgemm->values.sm_pct, 87.6, 0.05);
+  EXPECT_NEAR(sgemm->values.occupancy_pct, 12.5, 0.05);  // ncu: 12.5
   EXPECT_LT(sgemm->values.tensor_pct, 0.1);
   EXPECT_EQ(bf16->bound, Bound::Compute);  // by its tensor pipes: few instructions issued
   EXPECT_LT(bf16->values.sm_pct, 20.0);
-  EXPECT_NEAR(bf16->values.tensor_pct, 95.1, 0.05);
+  EXPECT_NEAR(bf16->values.tensor_pct, 94.9, 0.05);
+  EXPECT_NEAR(bf16->values.l2_pct, 48.0, 0.05);  // ncu's L2 sectors: 46.6
   EXPECT_EQ(axpy->bound, Bound::Memory);
-  EXPECT_NEAR(axpy->values.dram_pct, 88.5, 0.05);
+  EXPECT_NEAR(axpy->values.dram_pct, 88.3, 0.05);
+  // L2's sectors (ncu 34.0) below DRAM's throughput: DRAM's figure is the memory side.
+  EXPECT_NEAR(axpy->values.l2_pct, 34.1, 0.05);
+  EXPECT_NEAR(MemoryPct(axpy->values), axpy->values.dram_pct, 1e-9);
+  EXPECT_NEAR(axpy->values.occupancy_pct, 49.5, 0.05);  // ncu: 49.4
   EXPECT_EQ(chase->bound, Bound::Latency);
+  EXPECT_NEAR(chase->values.occupancy_pct, 1.6, 0.05);  // 2 warps on 2 of 132 SMs' 64
   // Short kernels hold too few whole samples: no value (the element-wise chain, 0.2 ms each).
   EXPECT_EQ(Named(c, "relu_kernel"), nullptr);
   // The set-up is kprof's own time: no gap's rest includes it.
