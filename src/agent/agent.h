@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cupti.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/types.h>
 
@@ -114,6 +115,11 @@ struct Agent {
 };
 
 Agent& A();
+
+/// The thread id CUPTI writes into marker and API records by default (pthread_self, truncated
+/// to 32 bits): records the agent makes itself on a thread (graph nodes, capture windows) must
+/// match the NVTX records of the same thread.
+inline uint32_t CuptiThreadId() { return static_cast<uint32_t>(pthread_self()); }
 
 // writer.cpp
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);

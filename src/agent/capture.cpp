@@ -73,8 +73,6 @@ State& S() {
   return *s;
 }
 
-uint32_t ThreadId() { return static_cast<uint32_t>(pthread_self()); }
-
 uint64_t Now() {
   uint64_t ts = 0;
   cuptiGetTimestamp(&ts);  // a failure leaves 0: the window's record is then unplaced
@@ -109,7 +107,7 @@ void Open(State& s, CaptureTrigger trigger, std::string by) {
                  static_cast<double>(Now() - s.opened_ns) / 1e3);
   s.open = true;
   g_window_open = true;
-  s.opened_tid = ThreadId();
+  s.opened_tid = CuptiThreadId();
   s.opened_trigger = trigger;
   s.opened_by = std::move(by);
   ++s.windows;
@@ -228,7 +226,7 @@ void OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData& d) {
       if (!s.armed || s.open) return;
       Open(s, CaptureTrigger::Nvtx, g_settings.range);
       if (!s.open) return;
-      s.owner_thread = ThreadId();
+      s.owner_thread = CuptiThreadId();
       s.owner_domain = domain;
       s.owner_depth = below;
       return;
@@ -241,7 +239,7 @@ void OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData& d) {
       if (depth > 0) --depth;
       if (!g_window_open) return;
       std::lock_guard<std::mutex> lock(s.mu);
-      if (s.open && s.owner_depth >= 0 && s.owner_thread == ThreadId() &&
+      if (s.open && s.owner_depth >= 0 && s.owner_thread == CuptiThreadId() &&
           s.owner_domain == domain && depth <= s.owner_depth)
         Close(s, CaptureEnd::RangeEnded);
       return;

@@ -30,10 +30,6 @@ constexpr CUpti_CallbackId kGraphCallbacks[] = {
     CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED, CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING,
 };
 
-// The thread id CUPTI writes into marker and API records by default (pthread_self, truncated
-// to 32 bits): GraphNode records must match the NVTX records of the same thread.
-uint32_t CuptiThreadId() { return static_cast<uint32_t>(pthread_self()); }
-
 // A driver call the agent makes itself: a failure is logged once per call site.
 bool CheckCu(CUresult r, const char* call, const char* file, int line) {
   if (r == CUDA_SUCCESS) return true;

@@ -251,8 +251,9 @@ const GraphInfo* CapturedGraph(const ProcessTimeline& t, const Record& r) {
   return &it->second;
 }
 
-/// A process's capture windows (docs/capture.md): counted, and named in the run's summary; a
-/// process that asked for windows and recorded none says why, as far as its meta tells.
+/// A process's capture windows (docs/capture.md; ps.windows counted in the pass over its
+/// records): named in the run's summary; a process that asked for windows and recorded none
+/// says why, as far as its meta tells.
 void CaptureOf(const ProcessTrace& p, ProcessSummary& ps, RunSummary& S) {
   const std::string& capture = p.Meta("capture");
   if (capture.empty()) return;
@@ -261,15 +262,14 @@ void CaptureOf(const ProcessTrace& p, ProcessSummary& ps, RunSummary& S) {
   } else if (("," + S.capture + ",").find("," + capture + ",") == std::string::npos) {
     S.capture += "," + capture;
   }
-  for (const Record& r : p.records) ps.windows += r.Kind() == RecordKind::CaptureWindow;
   S.capture_windows += ps.windows;
   if (ps.windows > 0) return;
   std::string why = "its window never opened";
   if (capture.rfind("nvtx:", 0) == 0 && p.meta.count("capture_nvtx_ranges")) {
     const uint64_t ranges = p.MetaU64("capture_nvtx_ranges");
     why += ranges == 0 ? " (no NVTX range reached kprof)"
-                       : fmt::format(" (no range '{}' among its {} NVTX ranges)",
-                                     capture.substr(5), ranges);
+                       : fmt::format(" (no range '{}' among its {} NVTX ranges)", capture.substr(5),
+                                     ranges);
   } else if (capture == "cuda-profiler-api" && p.meta.count("capture_windows")) {
     why += " (no cudaProfilerStart)";
   } else if (!p.complete) {
@@ -435,7 +435,6 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
     ViewAcc* eager = ix.regions.empty() ? nullptr : &compiled[std::string(kEagerRegion)];
     if (!ix.pytorch_added.empty()) S.pytorch_added = ix.pytorch_added;
     if (auto py = p.meta.find("pytorch"); py != p.meta.end()) S.pytorch_mode = py->second;
-    CaptureOf(p, ps, S);
     std::vector<ViewAcc*> chain;
 
     GroupAcc*& no_op = fd.no_op;
@@ -488,6 +487,9 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
           }
           break;
         }
+        case RecordKind::CaptureWindow:
+          ++ps.windows;
+          break;
         case RecordKind::Overhead:
           S.overhead_ns += r.DurationNs();
           break;
@@ -616,6 +618,7 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
       }
     }
 
+    CaptureOf(p, ps, S);
     S.launches += launches;
     S.graph_captures += t.graphs.captures;
     S.graph_instantiations += t.graphs.instantiations;
