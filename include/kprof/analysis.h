@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kprof/counters.h"
+#include "kprof/distributed.h"
 #include "kprof/timeline.h"
 #include "kprof/trace.h"
 
@@ -116,10 +117,14 @@ struct MemPoint {
 struct RunSummary {
   uint64_t start_ns = 0, end_ns = 0;
   uint64_t wall_ns = 0;  ///< last record end - first record start (inside capture windows)
-  uint64_t gpu_busy_ns = 0;  ///< union of all GPU activity intervals (all devices)
-  uint64_t gpu_idle_ns = 0;  ///< wall_ns - gpu_busy_ns
-  double utilisation = 0;    ///< gpu_busy_ns / wall_ns
-  uint64_t kernel_ns = 0;    ///< sum of kernel durations
+  /// Union of all GPU activity intervals; with several GPUs, the sum over GPUs of each one's
+  /// union (docs/distributed.md).
+  uint64_t gpu_busy_ns = 0;
+  uint64_t gpu_idle_ns = 0;  ///< wall_ns - gpu_busy_ns; with several GPUs, the sum of theirs
+  /// gpu_busy_ns / wall_ns; with several GPUs, over the sum of their wall times (0..1).
+  double utilisation = 0;
+  uint64_t gpus = 0;       ///< GPUs that ran work (Analysis::dist.devices)
+  uint64_t kernel_ns = 0;  ///< sum of kernel durations
   uint64_t kernels = 0;
   uint64_t memcpys = 0;
   uint64_t memcpy_ns = 0;
@@ -233,6 +238,8 @@ struct Analysis {
   uint64_t unattributed_gpu_ns = 0;  ///< GPU time launched outside any range ("(no range)")
   /// Hardware counters (kprof run --metrics): per kernel name, cost, tracks. Empty without.
   CounterSummary counters;
+  /// Per GPU and per rank, and the collectives matched across ranks (docs/distributed.md).
+  DistributedSummary dist;
 };
 
 /// One GPU activity with what it was attributed to (exposed for hints, diff and tests).

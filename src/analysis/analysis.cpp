@@ -320,7 +320,13 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
     int64_t delta;
   };
   std::vector<MemEvent> mem;
-  std::map<uint16_t, std::string> device_key;  ///< device view: row key of each device
+  // The device view's rows: one per physical GPU (DeviceKeys), whatever ordinal each process
+  // gave it.
+  const DeviceKeys device_keys(tl);
+  std::vector<GroupAcc*> device_row(device_keys.Devices().size());
+  // The time each process was recorded (its windows, or its first to last record): the wall
+  // time of the devices it used (docs/distributed.md).
+  std::vector<std::vector<NsInterval>> spans(tl.processes.size());
   uint64_t first = UINT64_MAX, last = 0;
   std::vector<Interval> recorded;  ///< each process's windows, or its span when recorded whole
   for (const ProcessTimeline& t : tl.processes) {
@@ -610,11 +616,9 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
       }
       if (want(GroupBy::Stream)) view_stream[StreamKey(r.device, r.tid)].AddActivity(r, kname);
       if (want(GroupBy::Device)) {
-        std::string key = "dev " + std::to_string(r.device);
-        auto dn = p.meta.find("device." + std::to_string(r.device) + ".name");
-        if (dn != p.meta.end()) key += " " + dn->second;
-        view_device[key].AddActivity(r, kname);
-        device_key[r.device] = key;
+        const size_t d = device_keys.Index(an.processes.size(), r.device);
+        if (device_row[d] == nullptr) device_row[d] = &view_device[device_keys.Devices()[d]];
+        device_row[d]->AddActivity(r, kname);
       }
     }
 
@@ -631,10 +635,12 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
       ps.wall_ns = plast - pfirst;
       if (!t.windows.empty()) {
         ps.wall_ns = detail::Length(t.windows);
-        recorded.insert(recorded.end(), t.windows.begin(), t.windows.end());
+        spans[an.processes.size()] = detail::Merge(t.windows);
       } else {
-        recorded.emplace_back(pfirst, plast);
+        spans[an.processes.size()] = {{pfirst, plast}};
       }
+      const auto& span = spans[an.processes.size()];
+      recorded.insert(recorded.end(), span.begin(), span.end());
     }
     an.processes.push_back(ps);
 
@@ -673,7 +679,7 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
   // the timeline's per-process lists, which are in start order already.
   UnionAcc all, kern, copy, kern_or_copy;
   std::vector<UnionAcc> proc_busy(an.processes.size());
-  std::map<uint16_t, UnionAcc> device_busy;
+  std::vector<UnionAcc> device_busy(device_row.size());
   ForEachActivityInStartOrder(tl, [&](size_t proc, size_t i) {
     const ProcessTimeline& t = tl.processes[proc];
     const Feeds& fd = feeds[proc];
@@ -682,7 +688,7 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
     all.Add(s, e);
     proc_busy[proc].Add(s, e);
     stream_acc[streams.find({r.device, r.tid})->second].first.Add(s, e);
-    if (want(GroupBy::Device)) device_busy[r.device].Add(s, e);
+    if (want(GroupBy::Device)) device_busy[device_keys.Index(proc, r.device)].Add(s, e);
     if (r.Kind() == RecordKind::Kernel) {
       kern.Add(s, e);
       kern_or_copy.Add(s, e);
@@ -727,7 +733,24 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
     auto it = view_stream.find(StreamKey(key.first, key.second));
     if (it != view_stream.end()) it->second.busy = stream_acc[i].first;
   }
-  for (const auto& [dev, key] : device_key) view_device[key].busy = device_busy[dev];
+  for (size_t d = 0; d < device_row.size(); ++d)
+    if (device_row[d] != nullptr) device_row[d]->busy = device_busy[d];
+
+  // Per GPU and per rank (docs/distributed.md). With several GPUs, GPU busy time and
+  // utilisation are per GPU: the sum of each GPU's busy time, over the sum of their wall times
+  // (a union over GPUs would hide one GPU's idle time behind another's work).
+  an.dist = SummarizeDistributed(tl, device_keys, spans);
+  S.gpus = an.dist.devices.size();
+  if (S.gpus > 1) {
+    uint64_t busy_sum = 0, wall_sum = 0;
+    for (const DeviceUsage& d : an.dist.devices) {
+      busy_sum += d.busy_ns;
+      wall_sum += d.wall_ns;
+    }
+    S.gpu_busy_ns = busy_sum;
+    S.gpu_idle_ns = wall_sum - busy_sum;
+    S.utilisation = wall_sum ? static_cast<double>(busy_sum) / static_cast<double>(wall_sum) : 0;
+  }
 
   // Device memory timeline and peak (sum over devices).
   std::stable_sort(mem.begin(), mem.end(),
@@ -805,9 +828,14 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
         }
         break;
       case GroupBy::Device:
+        // A device's share is its busy time's (not its work's, which overlaps itself across
+        // streams): the devices' shares add up to 100%.
         for (auto& [key, acc] : view_device) {
           acc.calls = acc.kernels + acc.memcpys + acc.memsets;
           rows.push_back(acc.Row(key, busy));
+          rows.back().share =
+              busy ? static_cast<double>(rows.back().gpu_projected_ns) / static_cast<double>(busy)
+                   : 0;
         }
         break;
       case GroupBy::Module:
