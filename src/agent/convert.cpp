@@ -63,6 +63,18 @@ ApiNames& Names() {
   return *names;
 }
 
+/// "GPU-1a2b3c4d-...": a device UUID's 16 bytes as nvidia-smi -L writes them.
+std::string GpuUuid(const unsigned char* u) {
+  static const char* kHex = "0123456789abcdef";
+  std::string s = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+    s += kHex[u[i] >> 4];
+    s += kHex[u[i] & 15];
+  }
+  return s;
+}
+
 uint16_t Device(uint32_t id) { return static_cast<uint16_t>(id < kNoDevice ? id : kNoDevice - 1); }
 
 CopyKind ToCopyKind(uint8_t k) {
@@ -311,6 +323,9 @@ ConvertResult ConvertRecord(const CUpti_Activity* rec, Interner& strings, Record
       meta.emplace_back(p + "clock_khz", std::to_string(d->coreClockRate));
       meta.emplace_back(p + "memory_bandwidth_kbps", std::to_string(d->globalMemoryBandwidth));
       meta.emplace_back(p + "l2_bytes", std::to_string(d->l2CacheSize));
+      // As nvidia-smi writes it: which GPU an ordinal is, across processes that each see their
+      // own ordinals (CUDA_VISIBLE_DEVICES) (docs/distributed.md).
+      meta.emplace_back(p + "uuid", GpuUuid(reinterpret_cast<const unsigned char*>(&d->uuid)));
       return ConvertResult::Meta;
     }
     default:
