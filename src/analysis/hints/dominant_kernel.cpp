@@ -1,6 +1,7 @@
 // Hint rule dominant-kernel: One kernel takes most of the GPU time: where to look first (not
 // priced). Catalogue entry, thresholds and the reasoning behind the estimate:
 // docs/hints.md#dominant-kernel.
+#include <algorithm>
 #include <optional>
 
 #include "analysis/hints/rule.h"
@@ -11,8 +12,12 @@ namespace kprof::hints {
 constexpr double kDominantShare = 0.5;
 
 std::optional<Hint> DominantKernel(const RuleContext& c) {
-  if (c.analysis.kernels.empty()) return std::nullopt;
-  const KernelRow& k = c.analysis.kernels.front();
+  // Communication kernels are left out: their time is transfers and waiting for other ranks
+  // (exposed-communication, rank-imbalance), nothing Nsight Compute would explain.
+  auto top = std::find_if(c.analysis.kernels.begin(), c.analysis.kernels.end(),
+                          [](const KernelRow& k) { return !IsCommKernel(k.name); });
+  if (top == c.analysis.kernels.end()) return std::nullopt;
+  const KernelRow& k = *top;
   if (k.share < kDominantShare) return std::nullopt;
   Hint h;
   h.severity = Severity::Info;

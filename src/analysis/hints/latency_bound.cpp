@@ -88,7 +88,7 @@ std::optional<Hint> LatencyBound(const RuleContext& c) {
   std::vector<const KernelRow*> rows;
   uint64_t total = 0;
   for (const KernelRow& k : c.analysis.kernels) {
-    if (k.bound != Bound::Latency || k.stat.count == 0) continue;
+    if (k.bound != Bound::Latency || k.stat.count == 0 || IsCommKernel(k.name)) continue;
     if (k.stat.total_ns / k.stat.count < kLatencyMinMeanNs) continue;
     if (sms > 0 && k.max_blocks < sms) continue;  // a small grid: underfilled-grid's
     rows.push_back(&k);

@@ -118,8 +118,11 @@ std::vector<Hint> ComputeHints(const Timeline& timeline, const Analysis& analysi
   // spent in start-up is taken off.
   uint64_t startup = UINT64_MAX;
   for (const ProcessTimeline& t : timeline.processes) startup = std::min(startup, StartupNs(t));
-  if (startup != UINT64_MAX)
-    c.wall = std::max(c.wall - std::min(c.wall, startup), analysis.summary.gpu_busy_ns);
+  // The busiest GPU's time (with several GPUs, gpu_busy_ns is their sum).
+  uint64_t busiest = analysis.summary.gpus > 1 ? 0 : analysis.summary.gpu_busy_ns;
+  for (const DeviceUsage& d : analysis.dist.devices)
+    if (analysis.summary.gpus > 1) busiest = std::max(busiest, d.busy_ns);
+  if (startup != UINT64_MAX) c.wall = std::max(c.wall - std::min(c.wall, startup), busiest);
   if (c.wall == 0) return out;
   for (const RuleEntry& rule : Rules()) {
     if (auto h = rule.fn(c)) {

@@ -31,6 +31,8 @@ std::optional<Hint> UnderfilledGrid(const RuleContext& c) {
       if (it == sms.end() || it->second == 0) continue;
       uint64_t blocks = uint64_t{a->a} * a->b * a->c, sm = it->second, d = a->DurationNs();
       if (blocks == 0 || blocks >= sm) continue;
+      // NCCL runs a block per channel by design: exposed-communication's, not a small grid.
+      if (IsCommKernel(p.KernelName(*a))) continue;
       // Measured: a unit already near its peak with this grid is what limits the kernel, not
       // the SMs left idle.
       const KernelCounters* kc = counters.Of(p, *a);

@@ -1,0 +1,214 @@
+// Hint rule rank-imbalance: one rank arrives last at the collectives and the others wait for it
+// (the straggler), with what it did differently and what the waiting costs. Catalogue entry,
+// thresholds and the reasoning behind the estimate: docs/hints.md#rank-imbalance.
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "analysis/hints/rule.h"
+#include "analysis/intervals.h"
+
+namespace kprof::hints {
+namespace {
+
+/// The straggler arrives last at no fewer than this share of the collectives that had a wait:
+/// ranks that take turns being late (noise, or an imbalance that moves) have no one to blame.
+constexpr double kStragglerShare = 2.0 / 3.0;
+/// A range or op explains the imbalance when the straggler spent at least this share of the
+/// waiting it caused more in it than the other ranks did.
+constexpr double kExplainsShare = 0.25;
+
+/// Per rank: total time (ns) and calls of each NVTX range by name (CPU time) and the GPU time
+/// of each op's non-communication work.
+struct Phases {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> cpu, gpu;  // name -> (ns, calls)
+};
+
+Phases PhasesOf(const ProcessTimeline& t) {
+  Phases ph;
+  const ProcessIndex& ix = t.index;
+  for (size_t i = 0; i < ix.ranges.size(); ++i) {
+    auto& v = ph.cpu[std::string(ix.Name(i))];
+    v.first += ix.ranges[i].end_ns - ix.ranges[i].begin_ns;
+    ++v.second;
+  }
+  for (size_t i = 0; i < t.acts.size(); ++i) {
+    const Record& r = *t.acts[i];
+    if (r.Kind() == RecordKind::Kernel && IsCommKernel(t.KernelName(r))) continue;
+    const int range = t.act_range[i];
+    auto& v = ph.gpu[range < 0 ? std::string("(no range)")
+                               : std::string(ix.Name(static_cast<size_t>(range)))];
+    v.first += r.DurationNs();
+    ++v.second;
+  }
+  return ph;
+}
+
+/// The name whose time on the straggler most exceeds the other ranks' median, with that
+/// excess; among names close to the largest excess, the one with the least time (the most
+/// specific: "load_batch" rather than the "step" around it).
+struct Excess {
+  std::string name;
+  uint64_t excess = 0, straggler_ns = 0, others_ns = 0, calls = 0, other_calls = 0;
+};
+Excess MostExcess(
+    const std::map<std::string, std::pair<uint64_t, uint64_t>>& straggler,
+    const std::vector<const std::map<std::string, std::pair<uint64_t, uint64_t>>*>& others) {
+  std::vector<Excess> all;
+  for (const auto& [name, v] : straggler) {
+    std::vector<uint64_t> ns, calls;
+    for (const auto* o : others) {
+      auto it = o->find(name);
+      ns.push_back(it == o->end() ? 0 : it->second.first);
+      calls.push_back(it == o->end() ? 0 : it->second.second);
+    }
+    const uint64_t med = Median(ns), med_calls = Median(calls);
+    if (v.first > med) all.push_back({name, v.first - med, v.first, med, v.second, med_calls});
+  }
+  Excess best;
+  for (const Excess& e : all) best = e.excess > best.excess ? e : best;
+  for (const Excess& e : all)
+    if (e.excess * 5 >= best.excess * 4 && e.straggler_ns < best.straggler_ns) best = e;
+  return best;
+}
+
+std::string PerCall(uint64_t ns, uint64_t calls) {
+  return calls ? Dur(ns / calls) : std::string("none");
+}
+
+}  // namespace
+
+std::optional<Hint> RankImbalance(const RuleContext& c) {
+  const DistributedSummary& D = c.analysis.dist;
+  if (D.ranks.size() < 2 || D.collectives.empty()) return std::nullopt;
+  const size_t n = D.ranks.size();
+  // Per rank: how often it arrived last, and the others' waiting it caused (all of it, and the
+  // part with no compute of their own to run).
+  std::vector<uint64_t> last(n), caused(n), caused_exposed(n);
+  uint64_t with_wait = 0;
+  for (const Collective& col : D.collectives) {
+    if (col.spread_ns == 0) continue;
+    ++with_wait;
+    const size_t s = col.parts[col.last].rank;
+    ++last[s];
+    for (const Collective::Part& part : col.parts) {
+      if (part.rank == s) continue;
+      caused[s] += part.wait_ns;
+      caused_exposed[s] += part.exposed_wait_ns;
+    }
+  }
+  const size_t s = static_cast<size_t>(
+      std::max_element(caused_exposed.begin(), caused_exposed.end()) - caused_exposed.begin());
+  if (caused_exposed[s] == 0 ||
+      static_cast<double>(last[s]) < kStragglerShare * static_cast<double>(with_wait))
+    return std::nullopt;
+
+  // The estimate: the instants at which some other rank's GPU had nothing to do but wait for
+  // the straggler in a collective (union over ranks: they wait for it at the same time).
+  Hint h;
+  std::vector<NsInterval> idle_waits;
+  std::vector<uint64_t> waited(n), waited_exposed(n), waits(n);
+  std::map<std::string, uint64_t> kinds;
+  for (const Collective& col : D.collectives) {
+    if (col.spread_ns == 0 || col.parts[col.last].rank != s) continue;
+    ++kinds[col.kind];
+    for (const Collective::Part& part : col.parts) {
+      if (part.rank == s || part.wait_ns == 0) continue;
+      waited[part.rank] += part.wait_ns;
+      waited_exposed[part.rank] += part.exposed_wait_ns;
+      ++waits[part.rank];
+      detail::ForEachUncovered(D.compute[part.rank], part.arrive_ns, part.arrive_ns + part.wait_ns,
+                               [&](uint64_t a, uint64_t b) {
+                                 idle_waits.emplace_back(a, b);
+                                 return true;
+                               });
+    }
+  }
+  for (const NsInterval& iv : detail::Merge(std::move(idle_waits))) {
+    Claim(h, iv.first, iv.second);
+    h.est_saving_ns += iv.second - iv.first;
+  }
+  if (!Price(h, c)) return std::nullopt;
+
+  const RankUsage& S = D.ranks[s];
+  const std::string who = S.rank >= 0 ? "rank " + std::to_string(S.rank) : S.label;
+  h.summary = fmt::format("{} is the straggler: the other ranks wait for it in {} collectives", who,
+                          last[s]);
+  std::string what;
+  for (const auto& [kind, count] : kinds)
+    what += fmt::format("{}{} {}", what.empty() ? "" : ", ", count, kind);
+  h.evidence.push_back(fmt::format(
+      "{} arrived last at {} of the {} collectives that had a wait ({} on {} "
+      "communicator{}); the others waited {} in them, {} of it with nothing else to run",
+      S.label, last[s], with_wait, what, D.communicators, D.communicators == 1 ? "" : "s",
+      Dur(caused[s]), Dur(caused_exposed[s])));
+  std::vector<size_t> order;
+  for (size_t r = 0; r < n; ++r)
+    if (r != s && waits[r]) order.push_back(r);
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return waited_exposed[a] > waited_exposed[b]; });
+  for (size_t i = 0; i < std::min<size_t>(3, order.size()); ++i) {
+    const size_t r = order[i];
+    h.evidence.push_back(fmt::format("{} waited {} ({} idle) in {} collectives, {} each on average",
+                                     D.ranks[r].label, Dur(waited[r]), Dur(waited_exposed[r]),
+                                     waits[r], Dur(waited[r] / waits[r])));
+  }
+  // What the straggler did differently: the NVTX range (host time) or op (GPU time) it spent
+  // most more time in than the other ranks (their median).
+  std::vector<Phases> phases;
+  for (const RankUsage& u : D.ranks) phases.push_back(PhasesOf(c.timeline.processes[u.process]));
+  std::vector<const std::map<std::string, std::pair<uint64_t, uint64_t>>*> other_cpu, other_gpu;
+  std::vector<uint64_t> other_idle;
+  for (size_t r = 0; r < n; ++r) {
+    if (r == s) continue;
+    other_cpu.push_back(&phases[r].cpu);
+    other_gpu.push_back(&phases[r].gpu);
+    other_idle.push_back(D.ranks[r].idle_ns);
+  }
+  const std::string than = n == 2 ? D.ranks[s == 0 ? 1 : 0].label : "the other ranks (median)";
+  const Excess cpu = MostExcess(phases[s].cpu, other_cpu);
+  const Excess gpu = MostExcess(phases[s].gpu, other_gpu);
+  const double explains = kExplainsShare * static_cast<double>(caused_exposed[s]);
+  bool explained = false;
+  if (static_cast<double>(cpu.excess) >= explains) {
+    h.evidence.push_back(
+        fmt::format("it spent {} more than {} in range '{}' ({} calls, {} each, against {})",
+                    Dur(cpu.excess), than, cpu.name, cpu.calls,
+                    PerCall(cpu.straggler_ns, cpu.calls), PerCall(cpu.others_ns, cpu.other_calls)));
+    explained = true;
+  }
+  if (static_cast<double>(gpu.excess) >= explains) {
+    h.evidence.push_back(
+        fmt::format("its GPU work in op '{}' took {} more than {}'s ({} against {})", gpu.name,
+                    Dur(gpu.excess), than, Dur(gpu.straggler_ns), Dur(gpu.others_ns)));
+    explained = true;
+  }
+  const uint64_t idle_med = Median(other_idle);
+  if (S.idle_ns > idle_med)
+    h.evidence.push_back(fmt::format("its GPU sat idle {} ({} more than {}){}", Dur(S.idle_ns),
+                                     Dur(S.idle_ns - idle_med), than,
+                                     explained ? ""
+                                               : ": host work outside NVTX ranges, or a slower "
+                                                 "host"));
+  h.assumption = fmt::format(
+      "If {} arrived with the others, they would not wait: at most the time their GPUs had "
+      "nothing but this waiting to do is saved (the job runs at its slowest rank's pace). Ranks "
+      "are compared on each host's clock; collectives are matched by their order on each "
+      "communicator.",
+      who);
+  h.fix_cuda = fmt::format(
+      "Give every rank the same work and the same speed: find what {} does differently (above), "
+      "split data and sequence lengths evenly, move host work off the step's critical path (a "
+      "loader thread, prefetching), and check that GPU's clocks, its NVLink/PCIe placement and "
+      "the process's CPU/NUMA binding.",
+      who);
+  h.fix_pytorch =
+      "DataLoader(num_workers>0, pin_memory=True, persistent_workers=True) on every rank; equal "
+      "batch sizes and sequence lengths per rank (bucket or pad); keep rank-0-only work "
+      "(logging, checkpointing, evaluation) out of the step or on a thread; check the slow "
+      "rank's GPU (nvidia-smi clocks, throttling) and its NUMA binding (torchrun "
+      "--local-ranks-filter / numactl).";
+  return h;
+}
+
+}  // namespace kprof::hints
