@@ -11,52 +11,19 @@
 
 #include "kprof/output.h"
 #include "kprof/utf8.h"
+#include "output/report_distributed.h"
+#include "output/report_text.h"
 
 namespace kprof {
 namespace {
 
 using nlohmann::ordered_json;
+using report_text::Columns;
+using report_text::Fit;
+using report_text::FitTail;
+using report_text::Pad;
 
 constexpr const char* kCopyNames[6] = {"Unknown", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP"};
-
-size_t Columns(const std::string& s);
-
-/// Cuts a display name to `width` columns (counting UTF-8 code points), ending it with "…".
-std::string Fit(const std::string& raw, size_t width) {
-  const std::string s = DisplayText(raw);  // one line, no control characters, valid UTF-8
-  if (width < 2 || Columns(s) <= width) return s;
-  size_t cps = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) continue;
-    if (cps++ == width - 1) return s.substr(0, i) + "…";
-  }
-  return s;
-}
-
-/// Like Fit, but keeps the end of the name: "…/examples/train_mlp.py:47".
-std::string FitTail(const std::string& raw, size_t width) {
-  const std::string s = DisplayText(raw);
-  const size_t cols = Columns(s);
-  if (width < 2 || cols <= width) return s;
-  size_t skip = cols - (width - 1), cps = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) continue;
-    if (cps++ == skip) return "…" + s.substr(i);
-  }
-  return s;
-}
-
-size_t Columns(const std::string& s) {
-  size_t n = 0;
-  for (unsigned char c : s)
-    if ((c & 0xC0) != 0x80) ++n;
-  return n;
-}
-
-std::string Pad(const std::string& s, size_t width) {
-  size_t n = Columns(s);
-  return n >= width ? s : s + std::string(width - n, ' ');
-}
 
 std::string Pct(double share) { return fmt::format("{:.1f}%", share * 100.0); }
 
@@ -507,7 +474,8 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
                          FormatDuration(r.stat.mean_ns), r.max_depth);
     }
   }
-  if (a.processes.size() > 1) {
+  report_dist::Tables(out, a);
+  if (a.processes.size() > 1 && !a.dist.Multi()) {
     out << "\nProcesses\n";
     for (size_t i = 0; i < a.processes.size(); ++i) {
       const auto& p = a.processes[i];
@@ -598,8 +566,8 @@ void WriteMarkdown(std::ostream& out, const Analysis& a, const std::vector<Hint>
   out << "## kprof report\n\n";
   out << "| Metric | Value |\n|---|---|\n";
   out << fmt::format("| Wall time | {} |\n", FormatDuration(s.wall_ns));
-  out << fmt::format("| GPU busy | {} ({:.1f}%) |\n", FormatDuration(s.gpu_busy_ns),
-                     s.utilisation * 100);
+  out << fmt::format("| GPU busy | {}{} ({:.1f}%) |\n", FormatDuration(s.gpu_busy_ns),
+                     report_dist::GpusNote(s), s.utilisation * 100);
   out << fmt::format("| Kernels | {} ({}) |\n", s.kernels, FormatDuration(s.kernel_ns));
   out << fmt::format("| Memcpy | {} ({}) |\n", s.memcpys, FormatDuration(s.memcpy_ns));
   out << fmt::format("| Synchronization | {} calls, {} |\n", s.syncs, FormatDuration(s.sync_ns));
@@ -640,6 +608,7 @@ void WriteMarkdown(std::ostream& out, const Analysis& a, const std::vector<Hint>
       }
     }
   }
+  report_dist::Markdown(out, a);
   if (!hints.empty()) {
     out << "\n### Hints\n\n";
     if (const JointSaving j = EstimateJoint(hints); j.hints > 1) out << Md(JointLine(j)) << "\n\n";
@@ -671,8 +640,9 @@ std::vector<std::pair<std::string, std::string>> TotalsLines(const RunSummary& s
   } else {
     line("wall time", FormatDuration(s.wall_ns));
   }
-  line("GPU busy", fmt::format("{} ({:.1f}% of wall; idle {})", FormatDuration(s.gpu_busy_ns),
-                               s.utilisation * 100, FormatDuration(s.gpu_idle_ns)));
+  line("GPU busy", fmt::format("{}{} ({:.1f}% of {}wall; idle {})", FormatDuration(s.gpu_busy_ns),
+                               report_dist::GpusNote(s), s.utilisation * 100,
+                               s.gpus > 1 ? "their " : "", FormatDuration(s.gpu_idle_ns)));
   line("kernels", fmt::format("{} ({} in kernels; {} launch calls, {:.0f}/s)", s.kernels,
                               FormatDuration(s.kernel_ns), s.launches, s.launch_rate_per_s));
   std::string copies = fmt::format("{} ({})", s.memcpys, FormatDuration(s.memcpy_ns));
@@ -793,6 +763,7 @@ std::string ReportJson(const Run& run, const Analysis& a, const std::vector<Hint
   j["kernels"] = kernels;
   j["ranges"] = ranges;
   j["processes"] = procs;
+  report_dist::Json(j, a);
   j["hints"] = hs;
   const JointSaving joint = EstimateJoint(hints);
   j["joint_saving"] = {{"est_saving_ns", joint.est_saving_ns},

@@ -1,0 +1,397 @@
+// Several GPUs and ranks (issue 13, docs/distributed.md): one key per physical GPU, per-GPU and
+// per-rank partitions of the wall time that add up, collectives matched across ranks by their
+// order on each communicator, and the rank-imbalance and exposed-communication hints, on
+// synthetic two-rank runs whose answers are known by construction.
+#include "kprof/distributed.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "../hints/trace_builder.h"
+#include "kprof/analysis.h"
+#include "kprof/hints.h"
+#include "kprof/timeline.h"
+#include "kprof/trace.h"
+#include "nlohmann/json.hpp"
+#include "test_util.h"
+
+using namespace kprof;
+using kprof::testing::TraceBuilder;
+
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+constexpr uint64_t kUs = 1'000;
+const char* kAllReduce =
+    "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
+const char* kBroadcast = "ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
+
+struct Step {
+  uint64_t load_batch_ns;  // host work before the step's launches
+};
+
+// One rank of a data-parallel job on device `rank`: every step is a 30 ms period beginning at
+// 1 s + 30 ms * i (+ a start offset) and holds "step" > "load_batch" (host work), then a forward
+// and a backward kernel of 5 ms each, then an all-reduce on the NCCL stream (20) that begins when
+// the backward ends and ends 1 ms after the last rank has arrived (`arrive_last[i]`).
+TraceBuilder Rank(int rank, const std::vector<uint64_t>& load_batch,
+                  const std::vector<uint64_t>& arrive_last, const std::string& uuid = "") {
+  TraceBuilder b(1000 + static_cast<uint32_t>(rank));
+  const uint16_t dev = static_cast<uint16_t>(rank);
+  b.Device(dev, "NVIDIA H100 80GB HBM3", 132);
+  b.Trace().rank = rank;
+  b.Trace().meta["rank"] = std::to_string(rank);
+  b.Trace().meta["world_size"] = "2";
+  b.Trace().meta["hostname"] = "node1";
+  if (!uuid.empty()) b.Trace().meta["device." + std::to_string(dev) + ".uuid"] = uuid;
+  for (size_t i = 0; i < load_batch.size(); ++i) {
+    const uint64_t t = 1000 * kMs + i * 30 * kMs;
+    const uint64_t go = t + load_batch[i];
+    b.Range("step", t, t + 29 * kMs);
+    b.Range("load_batch", t, go);
+    uint32_t c = b.Api("cudaLaunchKernel", go, go + 10 * kUs);
+    b.Kernel("forward_gemm", go + 20 * kUs, go + 20 * kUs + 5 * kMs, c, {1024, 1, 1}, 7, dev);
+    c = b.Api("cudaLaunchKernel", go + 10 * kUs, go + 20 * kUs);
+    const uint64_t bwd_end = go + 20 * kUs + 10 * kMs;
+    b.Kernel("backward_gemm", go + 20 * kUs + 5 * kMs, bwd_end, c, {1024, 1, 1}, 7, dev);
+    c = b.Api("cudaLaunchKernel", go + 20 * kUs, go + 30 * kUs);
+    b.Kernel(kAllReduce, bwd_end, std::max(bwd_end, arrive_last[i]) + 1 * kMs, c, {24, 1, 1}, 20,
+             dev);
+  }
+  return b;
+}
+
+/// Two ranks of `steps` steps; rank 1's load_batch takes `delay` more than rank 0's 100 us.
+kprof::Run TwoRanks(size_t steps, uint64_t delay) {
+  std::vector<uint64_t> lb0(steps, 100 * kUs), lb1(steps, 100 * kUs + delay), last(steps);
+  for (size_t i = 0; i < steps; ++i)
+    last[i] = 1000 * kMs + i * 30 * kMs + lb1[i] + 20 * kUs + 10 * kMs;
+  kprof::Run run;
+  run.processes.push_back(Rank(0, lb0, last).Trace());
+  run.processes.push_back(Rank(1, lb1, last).Trace());
+  return run;
+}
+
+const Hint* Find(const std::vector<Hint>& hints, const std::string& id) {
+  for (const Hint& h : hints)
+    if (h.id == id) return &h;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(CommKernels, NcclNamesOfEveryVersionAreCommunication) {
+  EXPECT_TRUE(IsCommKernel(kAllReduce));
+  EXPECT_TRUE(
+      IsCommKernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, "
+                   "ncclWork*)"));
+  EXPECT_TRUE(IsCommKernel("ncclSymDevKernel_AllReduce_AGxLL_R_sum_f32"));
+  EXPECT_TRUE(IsCommKernel("void ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"));
+  EXPECT_FALSE(IsCommKernel("ampere_sgemm_128x64_nn"));
+  EXPECT_FALSE(IsCommKernel("void at::native::vectorized_elementwise_kernel<4, nccl_like>"));
+  EXPECT_EQ(CollectiveOf(kAllReduce), "AllReduce");
+  EXPECT_EQ(CollectiveOf(kBroadcast), "Broadcast");
+  EXPECT_EQ(CollectiveOf("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm*)"), "AllGather");
+  EXPECT_EQ(CollectiveOf("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(x)"), "ReduceScatter");
+  EXPECT_EQ(CollectiveOf("ncclSymDevKernel_AllReduce_AGxLL_R_sum_f32"), "AllReduce");
+  EXPECT_EQ(CollectiveOf("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"), "SendRecv");
+  EXPECT_EQ(CollectiveOf("ncclDevKernel_Generic"), "Generic");
+  EXPECT_EQ(CollectiveOf("sgemm"), "");
+}
+
+TEST(DeviceKeys, OneKeyPerPhysicalGpu) {
+  // Two ranks on dev 0 and dev 1 of one host: two GPUs.
+  {
+    kprof::Run run = TwoRanks(2, 0);
+    Timeline tl = BuildTimeline(run);
+    DeviceKeys keys(tl);
+    ASSERT_EQ(keys.Devices().size(), 2u);
+    EXPECT_EQ(keys.Key(0, 0), "dev 0 NVIDIA H100 80GB HBM3");
+    EXPECT_EQ(keys.Key(1, 1), "dev 1 NVIDIA H100 80GB HBM3");
+    EXPECT_NE(keys.Index(0, 0), keys.Index(1, 1));
+  }
+  // Each rank sees its GPU as dev 0 (CUDA_VISIBLE_DEVICES): the UUIDs tell them apart.
+  {
+    std::vector<uint64_t> lb(2, 100 * kUs), last(2, 0);
+    TraceBuilder a = Rank(0, lb, last, "GPU-aaaaaaaa-1111-2222-3333-444444444444");
+    TraceBuilder b = Rank(1, lb, last, "GPU-bbbbbbbb-1111-2222-3333-444444444444");
+    // Rank 1 on its ordinal 0 too.
+    for (Record& r : b.Trace().records)
+      if (IsGpuKind(r.Kind())) r.device = 0;
+    b.Trace().meta["device.0.name"] = "NVIDIA H100 80GB HBM3";
+    b.Trace().meta["device.0.uuid"] = "GPU-bbbbbbbb-1111-2222-3333-444444444444";
+    a.Trace().meta["device.0.uuid"] = "GPU-aaaaaaaa-1111-2222-3333-444444444444";
+    kprof::Run run;
+    run.processes = {a.Trace(), b.Trace()};
+    Timeline tl = BuildTimeline(run);
+    DeviceKeys keys(tl);
+    ASSERT_EQ(keys.Devices().size(), 2u);
+    EXPECT_EQ(keys.Key(0, 0), "dev 0 NVIDIA H100 80GB HBM3 [GPU-aaaaaaaa]");
+    EXPECT_EQ(keys.Key(1, 0), "dev 0 NVIDIA H100 80GB HBM3 [GPU-bbbbbbbb]");
+    // The same UUID in both: one GPU shared by two processes.
+    run.processes[1].meta["device.0.uuid"] = "GPU-aaaaaaaa-1111-2222-3333-444444444444";
+    Timeline shared = BuildTimeline(run);
+    DeviceKeys one(shared);
+    ASSERT_EQ(one.Devices().size(), 1u);
+    EXPECT_EQ(one.Key(0, 0), "dev 0 NVIDIA H100 80GB HBM3");
+    EXPECT_EQ(one.Index(1, 0), 0u);
+  }
+  // dev 0 on two hosts, without UUIDs: two GPUs, named by host.
+  {
+    std::vector<uint64_t> lb(1, 100 * kUs), last(1, 0);
+    TraceBuilder a = Rank(0, lb, last), b = Rank(0, lb, last);
+    b.Trace().pid = 2000;
+    b.Trace().rank = 1;
+    b.Trace().meta["hostname"] = "node2";
+    kprof::Run run;
+    run.processes = {a.Trace(), b.Trace()};
+    Timeline tl = BuildTimeline(run);
+    DeviceKeys keys(tl);
+    ASSERT_EQ(keys.Devices().size(), 2u);
+    EXPECT_EQ(keys.Key(0, 0), "dev 0 NVIDIA H100 80GB HBM3 on node1");
+    EXPECT_EQ(keys.Key(1, 0), "dev 0 NVIDIA H100 80GB HBM3 on node2");
+  }
+}
+
+TEST(Distributed, PerGpuAndPerRankPartitionsAddUp) {
+  kprof::Run run = TwoRanks(10, 20 * kMs);
+  Timeline tl = BuildTimeline(run);
+  AnalysisOptions by_device;
+  by_device.by = GroupBy::Device;
+  Analysis a = Analyze(tl, by_device);
+  const DistributedSummary& D = a.dist;
+  ASSERT_EQ(D.devices.size(), 2u);
+  ASSERT_EQ(D.ranks.size(), 2u);
+  EXPECT_EQ(a.summary.gpus, 2u);
+  uint64_t busy = 0, wall = 0, kernels = 0, kernel_ns = 0;
+  for (const DeviceUsage& d : D.devices) {
+    EXPECT_EQ(d.compute_ns + d.comm_only_ns + d.copy_only_ns + d.idle_ns, d.wall_ns) << d.key;
+    EXPECT_GE(d.utilisation, 0.0);
+    EXPECT_LE(d.utilisation, 1.0);
+    EXPECT_EQ(d.users.size(), 1u);
+    busy += d.busy_ns;
+    wall += d.wall_ns;
+  }
+  for (const RankUsage& r : D.ranks) {
+    EXPECT_EQ(r.compute_ns + r.comm_only_ns + r.copy_only_ns + r.idle_ns, r.wall_ns) << r.label;
+    EXPECT_EQ(r.comm_ns, r.comm_only_ns + r.overlap_ns);
+    EXPECT_EQ(r.comm_kernels, 10u);
+    EXPECT_EQ(r.compute_ns, 10 * 10 * kMs);  // forward + backward, 10 ms a step
+    kernels += r.kernels;
+    kernel_ns += r.kernel_ns;
+  }
+  EXPECT_EQ(kernels, a.summary.kernels);
+  EXPECT_EQ(kernel_ns, a.summary.kernel_ns);
+  // GPU busy and utilisation are per GPU: the sum of the two, over the sum of their wall times.
+  EXPECT_EQ(a.summary.gpu_busy_ns, busy);
+  EXPECT_NEAR(a.summary.utilisation, static_cast<double>(busy) / static_cast<double>(wall), 1e-12);
+  EXPECT_LE(a.summary.utilisation, 1.0);
+  // The device view: a row per GPU, shares of GPU time adding up to 100%.
+  ASSERT_EQ(a.rows.size(), 2u);
+  double share = 0;
+  for (const GroupRow& g : a.rows) {
+    EXPECT_GE(g.share, 0.0);
+    EXPECT_LE(g.share, 1.0);
+    share += g.share;
+  }
+  EXPECT_NEAR(share, 1.0, 1e-9);
+  // Rank 1 waits for nobody; rank 0 waits 20 ms a step with nothing else to run.
+  EXPECT_EQ(D.ranks[0].rank, 0);
+  EXPECT_EQ(D.ranks[0].wait_ns, 10 * 20 * kMs);
+  EXPECT_EQ(D.ranks[0].exposed_wait_ns, 10 * 20 * kMs);
+  EXPECT_EQ(D.ranks[1].wait_ns, 0u);
+  EXPECT_EQ(D.ranks[1].last, 10u);
+}
+
+TEST(Distributed, CollectivesMatchByOrderOnEachCommunicator) {
+  kprof::Run run = TwoRanks(10, 20 * kMs);
+  // A broadcast at start-up on another stream of each rank (a second communicator, the first
+  // to run): its call pairs with the other rank's, the all-reduces with each other.
+  for (int r = 0; r < 2; ++r) {
+    ProcessTrace& p = run.processes[static_cast<size_t>(r)];
+    Record k{};
+    k.kind = static_cast<uint8_t>(RecordKind::Kernel);
+    k.device = static_cast<uint16_t>(r);
+    k.start_ns = 900 * kMs + static_cast<uint64_t>(r) * kMs;
+    k.end_ns = 905 * kMs;
+    k.tid = 30;
+    k.name = p.strings.Intern(kBroadcast);
+    p.records.push_back(k);
+  }
+  Analysis a = Analyze(BuildTimeline(run));
+  const DistributedSummary& D = a.dist;
+  EXPECT_EQ(D.communicators, 2u);
+  ASSERT_EQ(D.collectives.size(), 11u);
+  EXPECT_EQ(D.unmatched_kernels, 0u);
+  EXPECT_EQ(D.collectives[0].kind, "Broadcast");
+  EXPECT_EQ(D.collectives[0].spread_ns, 1 * kMs);
+  for (size_t i = 1; i < D.collectives.size(); ++i) {
+    const Collective& c = D.collectives[i];
+    EXPECT_EQ(c.kind, "AllReduce");
+    ASSERT_EQ(c.parts.size(), 2u);
+    EXPECT_EQ(c.seq, i - 1);
+    EXPECT_EQ(D.ranks[c.parts[c.last].rank].rank, 1);
+    EXPECT_EQ(c.spread_ns, 20 * kMs);
+    EXPECT_EQ(c.parts[0].wait_ns, 20 * kMs);
+    EXPECT_EQ(c.parts[1].wait_ns, 0u);
+  }
+}
+
+TEST(Distributed, MatchingStopsWhereTheCollectivesDisagree) {
+  kprof::Run run = TwoRanks(4, 0);
+  // Rank 1's third all-reduce is a reduce-scatter: calls 3 and 4 cannot be paired.
+  ProcessTrace& p = run.processes[1];
+  int seen = 0;
+  for (Record& r : p.records)
+    if (r.Kind() == RecordKind::Kernel && IsCommKernel(p.Name(r)) && ++seen == 3)
+      r.name = p.strings.Intern("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(x)");
+  Analysis a = Analyze(BuildTimeline(run));
+  EXPECT_EQ(a.dist.collectives.size(), 2u);
+  EXPECT_EQ(a.dist.unmatched_kernels, 4u);  // two on each rank
+}
+
+TEST(Distributed, OneProcessHasNoCollectivesAndKeepsItsTotals) {
+  kprof::Run run = TwoRanks(3, 0);
+  run.processes.pop_back();
+  Analysis a = Analyze(BuildTimeline(run));
+  EXPECT_EQ(a.summary.gpus, 1u);
+  EXPECT_FALSE(a.dist.Multi());
+  EXPECT_TRUE(a.dist.collectives.empty());
+  EXPECT_EQ(a.dist.unmatched_kernels, 0u);
+  // One GPU: GPU busy is the union of its work, as without this analysis.
+  EXPECT_EQ(a.summary.gpu_busy_ns, a.dist.devices[0].busy_ns);
+}
+
+TEST(RankImbalance, NamesTheStragglerAndPricesTheOthersWaiting) {
+  kprof::Run run = TwoRanks(10, 20 * kMs);
+  Timeline tl = BuildTimeline(run);
+  Analysis a = Analyze(tl);
+  std::vector<Hint> hints = ComputeHints(tl, a);
+  const Hint* h = Find(hints, "rank-imbalance");
+  ASSERT_NE(h, nullptr);
+  EXPECT_NE(h->summary.find("rank 1 is the straggler"), std::string::npos) << h->summary;
+  // Rank 0's GPU had nothing but waiting to do for 20 ms of each of the 10 steps.
+  EXPECT_EQ(h->est_saving_ns, 10 * 20 * kMs);
+  uint64_t claimed = 0;
+  for (const SavingClaim& c : h->claims) claimed += c.end_ns - c.start_ns;
+  EXPECT_EQ(claimed, h->est_saving_ns);
+  // What it did differently: the load_batch range, 20 ms a call more.
+  bool range = false;
+  for (const std::string& e : h->evidence)
+    range |= e.find("range 'load_batch'") != std::string::npos;
+  EXPECT_TRUE(range) << ::testing::PrintToString(h->evidence);
+}
+
+TEST(RankImbalance, NoHintWhenRanksTakeTurnsOrArriveTogether) {
+  // Arriving together: no wait at all.
+  {
+    kprof::Run run = TwoRanks(10, 0);
+    Timeline tl = BuildTimeline(run);
+    EXPECT_EQ(Find(ComputeHints(tl, Analyze(tl)), "rank-imbalance"), nullptr);
+  }
+  // Each rank late in turn by 2 ms: nobody is the straggler.
+  {
+    const size_t steps = 10;
+    std::vector<uint64_t> lb0(steps), lb1(steps), last(steps);
+    for (size_t i = 0; i < steps; ++i) {
+      lb0[i] = 100 * kUs + (i % 2 ? 2 * kMs : 0);
+      lb1[i] = 100 * kUs + (i % 2 ? 0 : 2 * kMs);
+      last[i] = 1000 * kMs + i * 30 * kMs + std::max(lb0[i], lb1[i]) + 20 * kUs + 10 * kMs;
+    }
+    kprof::Run run;
+    run.processes.push_back(Rank(0, lb0, last).Trace());
+    run.processes.push_back(Rank(1, lb1, last).Trace());
+    Timeline tl = BuildTimeline(run);
+    Analysis a = Analyze(tl);
+    EXPECT_EQ(a.dist.ranks[0].last, 5u);
+    EXPECT_EQ(a.dist.ranks[1].last, 5u);
+    EXPECT_EQ(Find(ComputeHints(tl, a), "rank-imbalance"), nullptr);
+  }
+}
+
+TEST(ExposedCommunication, PricesTheTransferThatNoComputeHides) {
+  kprof::Run run = TwoRanks(10, 20 * kMs);
+  Timeline tl = BuildTimeline(run);
+  Analysis a = Analyze(tl);
+  std::vector<Hint> hints = ComputeHints(tl, a);
+  const Hint* h = Find(hints, "exposed-communication");
+  ASSERT_NE(h, nullptr);
+  // Each all-reduce transfers for 1 ms after the last arrival, on both ranks at once, beside no
+  // compute: 10 ms for the job (not 20: the ranks' stretches coincide). The waiting is not here.
+  EXPECT_EQ(h->est_saving_ns, 10 * kMs);
+  // The joint figure counts the two hints' time once: they claim different instants.
+  const JointSaving j = EstimateJoint({*h, *Find(hints, "rank-imbalance")});
+  EXPECT_EQ(j.est_saving_ns, 10 * kMs + 200 * kMs);
+}
+
+TEST(CommKernels, OtherRulesLeaveThemAlone) {
+  // NCCL's all-reduce runs 24 blocks on a 132-SM GPU and dominates GPU time: neither
+  // underfilled-grid nor dominant-kernel is about it.
+  kprof::Run run = TwoRanks(10, 20 * kMs);
+  Timeline tl = BuildTimeline(run);
+  Analysis a = Analyze(tl);
+  ASSERT_TRUE(IsCommKernel(a.kernels.front().name));
+  for (const Hint& h : ComputeHints(tl, a)) {
+    EXPECT_NE(h.id, "underfilled-grid");
+    for (const std::string& e : h.evidence)
+      if (h.id == "dominant-kernel") {
+        EXPECT_EQ(e.find("nccl"), std::string::npos) << e;
+      }
+  }
+}
+
+// The reports of a two-rank run: the GPUs and Ranks tables, the collectives, the hint, and the
+// same figures in JSON (read back) and Markdown.
+TEST(DistributedReport, TablesJsonAndMarkdownOfTwoRanks) {
+  kprof::test::TempDir dir;
+  kprof::Run run = TwoRanks(10, 20 * kMs);
+  for (const ProcessTrace& p : run.processes)
+    WriteRunFile(
+        dir / ("kprof.rank" + std::to_string(p.rank) + "." + std::to_string(p.pid) + ".kprof"), p);
+  const auto table = kprof::test::RunCommand(kprof::test::Kprof() + " report " + dir.path());
+  ASSERT_EQ(table.status, 0) << table.output;
+  const std::string& out = table.output;
+  EXPECT_NE(out.find("GPU busy              411.00 ms over 2 GPUs (68.2% of their wall"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("\nGPUs ("), std::string::npos) << out;
+  EXPECT_NE(out.find("dev 0 NVIDIA H100 80GB HBM3"), std::string::npos);
+  EXPECT_NE(out.find("dev 1 NVIDIA H100 80GB HBM3"), std::string::npos);
+  EXPECT_NE(out.find("\nRanks ("), std::string::npos);
+  EXPECT_NE(out.find("all ranks"), std::string::npos);
+  EXPECT_NE(out.find("10 matched across ranks on 1 communicator (10 AllReduce)"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("rank-imbalance: rank 1 is the straggler"), std::string::npos) << out;
+  EXPECT_EQ(out.find("\nProcesses\n"), std::string::npos);
+
+  const auto js =
+      kprof::test::RunCommand(kprof::test::Kprof() + " report " + dir.path() + " --format json");
+  ASSERT_EQ(js.status, 0) << js.output;
+  const auto j = nlohmann::json::parse(js.output);
+  ASSERT_EQ(j["gpus"].size(), 2u);
+  ASSERT_EQ(j["ranks"].size(), 2u);
+  uint64_t kernel_ns = 0;
+  for (const auto& r : j["ranks"]) {
+    EXPECT_EQ(r["compute_ns"].get<uint64_t>() + r["comm_only_ns"].get<uint64_t>() +
+                  r["copy_only_ns"].get<uint64_t>() + r["idle_ns"].get<uint64_t>(),
+              r["wall_ns"].get<uint64_t>());
+    kernel_ns += r["kernel_ns"].get<uint64_t>();
+  }
+  EXPECT_EQ(kernel_ns, j["summary"]["kernel_ns"].get<uint64_t>());
+  EXPECT_EQ(j["ranks"][0]["wait_ns"], 10 * 20 * kMs);
+  EXPECT_EQ(j["ranks"][1]["arrived_last"], 10);
+  EXPECT_EQ(j["collectives"]["matched"], 10);
+  EXPECT_EQ(j["collectives"]["by_kind"]["AllReduce"]["calls"], 10);
+  for (const auto& g : j["gpus"]) {
+    EXPECT_GE(g["utilisation"].get<double>(), 0.0);
+    EXPECT_LE(g["utilisation"].get<double>(), 1.0);
+  }
+
+  const auto md =
+      kprof::test::RunCommand(kprof::test::Kprof() + " report " + dir.path() + " --format md");
+  ASSERT_EQ(md.status, 0) << md.output;
+  EXPECT_NE(md.output.find("### GPUs"), std::string::npos);
+  EXPECT_NE(md.output.find("| rank 0 (pid 1000) |"), std::string::npos) << md.output;
+}
