@@ -297,6 +297,31 @@ Run RecaptureRun() {
   return b.Build();
 }
 
+// Two ranks of 10 steps of 10 ms on dev 0 and dev 1: rank 1 starts each step's work 4.9 ms
+// after rank 0 (its "load_batch" range), so rank 0's GPU waits 4.9 ms in each all-reduce with
+// nothing else to run; each all-reduce then transfers for 1 ms beside no compute on either rank.
+Run StragglerRun() {
+  const char* ar = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
+  Run run;
+  for (uint16_t rank = 0; rank < 2; ++rank) {
+    TraceBuilder b(100 + rank);
+    b.Device(rank, "NVIDIA H100 80GB HBM3", 132);
+    b.Trace().rank = rank;
+    for (uint64_t i = 0; i < 10; ++i) {
+      const uint64_t t = B + i * 10'000'000, go = t + (rank ? 5'000'000 : 100'000);
+      b.Range("step", t, t + 9'900'000);
+      b.Range("load_batch", t, go);
+      uint32_t c = b.Api("cudaLaunchKernel", go, go + 5'000);
+      b.Kernel("gemm", go + 10'000, go + 2'010'000, c, {1024, 1, 1}, 7, rank);
+      c = b.Api("cudaLaunchKernel", go + 5'000, go + 10'000);
+      const uint64_t last = t + 5'000'000 + 2'010'000;  // rank 1's arrival
+      b.Kernel(ar, go + 2'010'000, last + 1'000'000, c, {24, 1, 1}, 20, rank);
+    }
+    run.processes.push_back(b.Trace());
+  }
+  return run;
+}
+
 struct Scenario {
   const char* name;
   std::function<Run()> make;
@@ -320,6 +345,7 @@ const std::vector<Scenario>& Scenarios() {
                                           {"profiler-data-loss", DataLossRun},
                                           {"graph-recapture", RecaptureRun},
                                           {"latency-bound", [] { return LatencyRun(true); }},
+                                          {"rank-imbalance", StragglerRun},
                                           {"healthy", HealthyRun}};
   return s;
 }
@@ -777,6 +803,23 @@ TEST(Hints, EveryHintsClaimsAddUpToItsEstimate) {
   }
 }
 
+TEST(Hints, RankImbalancePricesTheOthersIdleWait) {
+  // gpu-idle-gaps prices the GPUs' idle time between steps (rank 1's while its host loads).
+  Result r = Compute(StragglerRun());
+  ASSERT_NE(Find(r, "rank-imbalance"), nullptr);
+  const Hint& h = *Find(r, "rank-imbalance");
+  EXPECT_EQ(h.est_saving_ns, 10u * 4'900'000);
+  EXPECT_NE(h.summary.find("rank 1 is the straggler"), std::string::npos) << h.summary;
+  EXPECT_TRUE(EvidenceMentions(h, "arrived last at 10 of the 10 collectives"));
+  EXPECT_TRUE(EvidenceMentions(h, "in range 'load_batch'"));
+  // The transfer after the last arrival, beside no compute on either rank, at the same instants.
+  const Hint* e = Find(r, "exposed-communication");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->est_saving_ns, 10u * 1'000'000);
+  // NCCL's 24-block kernel is communication, not an underfilled grid.
+  EXPECT_EQ(Find(r, "underfilled-grid"), nullptr);
+}
+
 TEST(Hints, EveryRuleIsExercised) {
   std::set<std::string> produced;
   for (const auto& s : Scenarios())
@@ -787,7 +830,7 @@ TEST(Hints, EveryRuleIsExercised) {
 
 TEST(Hints, IdsAndSeverityNames) {
   const auto& ids = HintIds();
-  EXPECT_EQ(ids.size(), 16u);
+  EXPECT_EQ(ids.size(), 18u);
   EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size());
   EXPECT_STREQ(SeverityName(Severity::Info), "info");
   EXPECT_STREQ(SeverityName(Severity::Warning), "warning");
