@@ -5,7 +5,11 @@
 #include <malloc.h>
 #endif
 
+#include <filesystem>
 #include <iostream>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "kprof/analysis.h"
 #include "kprof/hints.h"
@@ -17,6 +21,12 @@ namespace kprof::cli {
 
 namespace {
 
+std::string Join(const std::vector<std::string>& items, const char* sep) {
+  std::string s;
+  for (const auto& i : items) s += (s.empty() ? "" : sep) + i;
+  return s;
+}
+
 /// The sources of a run's processes, for the HTML page's title.
 std::string RunTitle(const Run& run) {
   std::string t;
@@ -25,6 +35,49 @@ std::string RunTitle(const Run& run) {
     t += (t.empty() ? "" : ", ") + p.source;
   }
   return t;
+}
+
+/// --trace-dir: the per-rank traces, their line on stderr, and warnings about what HTA would
+/// make of the directory.
+void WriteTraceDir(const Timeline& timeline, const ViewOptions& v) {
+  const Run& run = *timeline.run;
+  const std::vector<std::string> written = WriteRankTraces(v.trace_dir, timeline, v.force);
+  std::cerr << "kprof: " << written.size() << " per-rank Chrome trace"
+            << (written.size() == 1 ? "" : "s") << " written to " << v.trace_dir << "\n";
+  std::vector<std::string> unranked;
+  std::map<int, std::vector<uint32_t>> by_rank;
+  const std::vector<RankTraceFile> files = RankTraceFiles(run);
+  for (const RankTraceFile& f : files) {
+    const ProcessTrace& p = run.processes[f.process];
+    if (p.rank >= 0) by_rank[p.rank].push_back(p.pid);
+  }
+  if (!by_rank.empty())
+    for (const auto& p : run.processes)  // a launcher that made no CUDA context is no rank
+      if (p.rank < 0 && p.Meta("contexts") != "0") unranked.push_back(std::to_string(p.pid));
+  if (!unranked.empty())
+    std::cerr << "kprof: note: " << unranked.size() << " process"
+              << (unranked.size() == 1 ? "" : "es") << " without a rank (pid "
+              << Join(unranked, ", ") << ") left out of " << v.trace_dir << "\n";
+  for (const auto& [rank, pids] : by_rank) {
+    if (pids.size() < 2) continue;
+    std::vector<std::string> s;
+    for (uint32_t pid : pids) s.push_back(std::to_string(pid));
+    std::cerr << "kprof: warning: rank " << rank << " is held by " << pids.size()
+              << " processes (pid " << Join(s, ", ")
+              << "); Holistic Trace Analysis keeps one file per rank\n";
+  }
+  // HTA reads every *.json and *.gz file of the directory.
+  size_t others = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(v.trace_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (IsRankTraceName(name)) continue;
+    if (name.ends_with(".json") || name.ends_with(".gz")) ++others;
+  }
+  if (others > 0)
+    std::cerr << "kprof: warning: " << v.trace_dir << " also holds " << others
+              << " other .json/.gz file" << (others == 1 ? "" : "s")
+              << ", which Holistic Trace Analysis would read too\n";
 }
 
 }  // namespace
@@ -39,12 +92,17 @@ void AddViewOptions(CLI::App& app, ViewOptions& v, bool with_output) {
   app.add_option("--sort", v.sort, "Sort rows by gpu|calls|cpu|name")->capture_default_str();
   app.add_option("--filter", v.filter, "Keep rows whose name matches this regular expression");
   app.add_option("--trace", v.trace, "Also write a Chrome trace (Perfetto) to this file (.gz ok)");
+  app.add_option("--trace-dir", v.trace_dir,
+                 "Also write one Chrome trace per rank (PyTorch profiler conventions, "
+                 "distributedInfo) into this directory, for Holistic Trace Analysis");
   app.add_option("--html", v.html,
                  "Also write a self-contained HTML report (timeline, tables, hints) to this file");
   app.add_flag("--no-hints", v.no_hints, "Do not compute bottleneck hints");
   if (with_output) {
     app.add_option("-o,--output", v.output, "Write the report to this file");
-    app.add_flag("--force", v.force, "Overwrite the -o, --trace and --html files if they exist");
+    app.add_flag("--force", v.force,
+                 "Overwrite the -o, --trace and --html files if they exist, and the per-rank "
+                 "traces in the --trace-dir directory");
   }
 }
 
@@ -56,6 +114,7 @@ ViewOutputs OpenOutputs(const ViewOptions& v) {
   out.report = open(v.quiet ? std::string() : v.output);
   out.trace = open(v.trace);
   out.html = open(v.html);
+  if (!v.trace_dir.empty()) CheckRankTraceDir(v.trace_dir, v.force);
   return out;
 }
 
@@ -115,6 +174,7 @@ void Present(const Run& run, const ViewOptions& v, const std::string& saved_to, 
     WriteChromeTrace(*out.trace, timeline);
     std::cerr << "kprof: Chrome trace written to " << v.trace << "\n";
   }
+  if (!v.trace_dir.empty()) WriteTraceDir(timeline, v);
   if (out.html) {
     HtmlOptions ho;
     ho.title = "kprof report: " + (saved_to.empty() ? RunTitle(run) : saved_to);

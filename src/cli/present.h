@@ -16,21 +16,23 @@ struct ViewOptions {
   size_t top = 15;
   std::string sort = "gpu";
   std::string filter;
-  std::string trace;   ///< write a Chrome trace here too
-  std::string output;  ///< write the report here instead of stdout
-  std::string html;    ///< write the HTML report here too
-  bool force = false;  ///< overwrite existing -o, --trace and --html files
+  std::string trace;      ///< write a Chrome trace here too
+  std::string trace_dir;  ///< write one Chrome trace per rank into this directory too
+  std::string output;     ///< write the report here instead of stdout
+  std::string html;       ///< write the HTML report here too
+  bool force = false;     ///< overwrite existing -o, --trace, --trace-dir and --html files
   bool no_hints = false;
-  bool quiet = false;  ///< kprof run --quiet: no report printed; --trace and --html still written
+  bool quiet = false;  ///< kprof run --quiet: no report printed; the files asked for still written
 };
 
-/// Adds --by, --format, --top, --sort, --filter, --trace, --html, --no-hints (and -o and --force
-/// for report; kprof run has its own --force, which also sets `force`).
+/// Adds --by, --format, --top, --sort, --filter, --trace, --trace-dir, --html, --no-hints (and -o
+/// and --force for report; kprof run has its own --force, which also sets `force`).
 void AddViewOptions(CLI::App& app, ViewOptions& v, bool with_output);
 
 /// The files a view writes, each an OutputFile (null when not asked for): opening them checks
 /// their places (a directory, an existing file without --force, a missing directory), so a bad
-/// path fails before the work. Throws InputError naming the path.
+/// path fails before the work; so is the place of --trace-dir (CheckRankTraceDir). Throws
+/// InputError naming the path.
 struct ViewOutputs {
   std::unique_ptr<OutputFile> report;  ///< -o
   std::unique_ptr<OutputFile> trace;   ///< --trace

@@ -12,7 +12,10 @@ int CmdReport(const std::vector<std::string>& args) {
       "kprof report"};
   std::vector<std::string> files;
   cli::ViewOptions v;
-  app.add_option("inputs", files, "Run directories, .kprof files or Chrome trace JSON")->required();
+  app.add_option("inputs", files,
+                 "Run directories, .kprof files, Chrome trace JSON, or directories of Chrome "
+                 "traces (one per rank, as --trace-dir writes them)")
+      ->required();
   cli::AddViewOptions(app, v, true);
   if (auto rc = cli::Parse(app, args)) return *rc;
   try {

@@ -356,7 +356,7 @@ int CmdRun(const std::vector<std::string>& args) {
   app.add_flag("-q,--quiet", quiet, "Print no report (the run is still saved)");
   app.add_flag("--force", force,
                "Reuse a run directory that already holds a run; overwrite the --trace and --html "
-               "files");
+               "files and the per-rank traces in --trace-dir");
   cli::AddViewOptions(app, v, false);
   if (dd == args.end()) app.prefix_command();
   if (auto rc = cli::Parse(app, opts)) return *rc;
@@ -420,8 +420,8 @@ int CmdRun(const std::vector<std::string>& args) {
   }
   v.force = force;
   try {
-    // The places of --trace and --html are checked before the program runs (and again when
-    // they are written); the temporary files of this probe are removed at once.
+    // The places of --trace, --trace-dir and --html are checked before the program runs (and
+    // again when they are written); the temporary files of this probe are removed at once.
     cli::OpenOutputs(v);
   } catch (const InputError& e) {
     return cli::UsageError("run", e.what());
@@ -569,9 +569,10 @@ int CmdRun(const std::vector<std::string>& args) {
       if (gpu == 0 && displaced.empty())
         std::fprintf(stderr, "kprof run: no GPU activity recorded (%zu records in %zu files)\n",
                      records, run.processes.size());
-      // --quiet prints no report, but the --trace and --html files asked for are written.
+      // --quiet prints no report, but the --trace, --trace-dir and --html files asked for are
+      // written.
       v.quiet = quiet;
-      const bool outputs = !v.trace.empty() || !v.html.empty();
+      const bool outputs = !v.trace.empty() || !v.trace_dir.empty() || !v.html.empty();
       if ((!quiet || outputs) && rep == repeat) {
         cli::ViewOutputs out = cli::OpenOutputs(v);
         cli::Present(run, v, dir, out);

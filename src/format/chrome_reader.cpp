@@ -120,6 +120,8 @@ class ChromeReader {
         for (auto& [k, v] : FlatObject(c, "\"distributedInfo\"")) {
           records_.top_meta["distributed." + k] = v;
           if (k == "rank") records_.rank = static_cast<int>(std::strtol(v.c_str(), nullptr, 10));
+          // As kprof's agent records WORLD_SIZE (docs/format.md, "Meta keys").
+          if (k == "world_size") records_.top_meta["world_size"] = v;
         }
       });
     } else {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "kprof/progress.h"
 #include "kprof/trace.h"
@@ -56,6 +57,13 @@ void AddFile(Run& run, const std::string& path, bool show_progress) {
   }
 }
 
+/// A Chrome trace by its name, in a directory (*.json, *.json.gz; *.pt.trace.json among them).
+/// A file given by name is read whatever its name.
+bool IsChromeTraceName(std::string_view name) {
+  return (name.ends_with(".json") && name.size() > 5) ||
+         (name.ends_with(".json.gz") && name.size() > 8);
+}
+
 }  // namespace
 
 uint32_t RepNumber(std::string_view name) {
@@ -84,20 +92,26 @@ Run ReadInputs(const std::vector<std::string>& paths) {
       AddFile(run, path, progress);
       continue;
     }
-    std::vector<std::string> files, reps;
+    std::vector<std::string> files, traces, reps;
     for (const auto& e : fs::directory_iterator(path, ec)) {
       const auto name = e.path().filename().string();
       if (e.is_regular_file() && e.path().extension() == ".kprof") files.push_back(e.path());
+      if (e.is_regular_file() && IsChromeTraceName(name)) traces.push_back(e.path());
       if (e.is_directory() && RepNumber(name) > 0) reps.push_back(name);
     }
     if (ec) throw InputError(path + ": " + ec.message());
+    // Run files first; a directory without any is one of Chrome traces (kprof's --trace-dir,
+    // torch.profiler's tensorboard_trace_handler on every rank): each file its processes.
+    if (files.empty()) files = std::move(traces);
     if (files.empty()) {
       if (!reps.empty())
         throw InputError(path + ": holds " + std::to_string(reps.size()) +
                          " repeated runs (rep1...); name one, e.g. " + path +
                          "/rep1, or compare "
                          "them with kprof diff");
-      throw InputError(path + ": no kprof run files (*.kprof) in this directory");
+      throw InputError(path +
+                       ": no kprof run files (*.kprof) or Chrome traces (*.json, *.json.gz) in "
+                       "this directory");
     }
     std::sort(files.begin(), files.end());
     for (const auto& f : files) AddFile(run, f, progress);

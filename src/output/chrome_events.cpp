@@ -27,14 +27,17 @@ bool IsUserDomain(const ProcessTrace& p, const Record& r) {
 std::vector<Ev> ChromeWriter::CollectEvents() {
   std::vector<Ev> ev;
   size_t total = 0;
-  for (const auto& p : run_.processes) total += p.records.size();
+  for (uint32_t i = 0; i < run_.processes.size(); ++i)
+    if (Wanted(i)) total += run_.processes[i].records.size();
   ev.reserve(total);
+  api_by_corr_.assign(run_.processes.size(), {});
 
   // Projected annotations need the attribution of GPU work to ranges; only computed when a
   // process has user ranges and no GpuRange records of its own (those are written as is).
   std::vector<bool> project(run_.processes.size(), false);
   bool any_projection = false;
-  for (size_t i = 0; i < run_.processes.size(); ++i) {
+  for (uint32_t i = 0; i < run_.processes.size(); ++i) {
+    if (!Wanted(i)) continue;
     const ProcessTrace& p = run_.processes[i];
     bool has_gpu_range = false, has_user = false;
     for (const Record& r : p.records) {
@@ -46,6 +49,7 @@ std::vector<Ev> ChromeWriter::CollectEvents() {
   }
 
   for (uint32_t i = 0; i < run_.processes.size(); ++i) {
+    if (!Wanted(i)) continue;
     const ProcessTrace& p = run_.processes[i];
     std::unordered_map<uint32_t, const Record*> api_by_corr;
     std::unordered_map<uint32_t, const Record*> open_markers;
@@ -98,6 +102,7 @@ std::vector<Ev> ChromeWriter::CollectEvents() {
           } else if (r.device != kNoDevice) {
             e.pid = r.device;
             e.tid = StreamTrack(i, r.a);
+            e.gpu_track = true;
           } else {
             e.tid = 0;
           }
@@ -144,7 +149,7 @@ std::vector<Ev> ChromeWriter::CollectEvents() {
       e.type = EvType::UserRange;
       ev.push_back(e);
     }
-    api_by_corr_.push_back(std::move(api_by_corr));
+    api_by_corr_[i] = std::move(api_by_corr);
   }
 
   if (any_projection) Project(ev, project);
@@ -174,7 +179,7 @@ void ChromeWriter::Project(std::vector<Ev>& ev, const std::vector<bool>& project
   std::vector<Key> order;
   std::unordered_map<const ProcessTrace*, uint32_t> index;
   for (uint32_t i = 0; i < run_.processes.size(); ++i) index[&run_.processes[i]] = i;
-  for (const Attributed& a : Attribute(timeline_)) {
+  for (const Attributed& a : attribution_.Get()) {
     uint32_t proc = index[a.process];
     if (!project[proc]) continue;
     const Record& act = *a.activity;

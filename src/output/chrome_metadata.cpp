@@ -1,11 +1,14 @@
-// Chrome trace: the document header (base time, device properties, rank) and the metadata
-// events that name and order the tracks: processes, CPU threads, GPUs and their streams.
+// Chrome trace: the document header (base time, device properties, distributedInfo) and the
+// metadata events that name and order the tracks: processes, CPU threads, GPUs and their
+// streams. Also the distributedInfo of a process (ProcessDistributedInfo).
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
 #include <utility>
 
+#include "kprof/distributed.h"
 #include "output/chrome_writer.h"
 
 namespace kprof::chrome {
@@ -24,8 +27,9 @@ void ChromeWriter::Header() {
   Raw(",\n\"traceName\": \"kprof\",\n\"deviceProperties\": [");
   // Devices from the processes' meta: device.<i>.name / sm_count / memory_bytes / cc.
   std::map<long, std::map<std::string, std::string>> devices;
-  for (const auto& p : run_.processes) {
-    for (const auto& [k, v] : p.meta) {
+  for (uint32_t i = 0; i < run_.processes.size(); ++i) {
+    if (!Wanted(i)) continue;
+    for (const auto& [k, v] : run_.processes[i].meta) {
       if (k.rfind("device.", 0) != 0) continue;
       size_t dot = k.find('.', 7);
       if (dot == std::string::npos) continue;
@@ -82,12 +86,32 @@ void ChromeWriter::Header() {
     Raw("}");
   }
   Raw(first ? "],\n" : "\n],\n");
-  if (run_.processes.size() == 1 && run_.processes[0].rank >= 0) {
-    Raw("\"distributedInfo\": {\"rank\": ");
-    Int(run_.processes[0].rank);
-    Raw("},\n");
-  }
+  // Before traceEvents: readers that stream the document (HTA's ijson path) stop reading the
+  // top-level keys there.
+  if (only_ >= 0)
+    Distributed(ProcessDistributedInfo(timeline_, static_cast<size_t>(only_)));
+  else if (run_.processes.size() == 1 && run_.processes[0].rank >= 0)
+    Distributed(ProcessDistributedInfo(timeline_, 0));
   Raw("\"traceEvents\": [\n");
+}
+
+void ChromeWriter::Distributed(const DistributedInfo& info) {
+  if (info.rank < 0) return;
+  // PyTorch's key order. HTA finds a file's rank with the regular expression
+  // "rank":\s+(\d+) on its lines, first match: the space after the colon is needed.
+  Raw("\"distributedInfo\": {");
+  if (!info.backend.empty()) {
+    Raw("\"backend\": ");
+    Str(info.backend);
+    Raw(", ");
+  }
+  Raw("\"rank\": ");
+  Int(info.rank);
+  if (info.world_size > 0) {
+    Raw(", \"world_size\": ");
+    UInt(info.world_size);
+  }
+  Raw("},\n");
 }
 
 void ChromeWriter::MetaEvent(const char* name, int64_t pid, int64_t tid, std::string_view key,
@@ -143,9 +167,45 @@ void ChromeWriter::Metadata(uint32_t i) {
       MetaEvent("process_sort_index", dev, 0, "sort_index", std::to_string(1000000 + dev), true);
     }
     std::string label = "stream " + std::to_string(stream);
-    if (run_.processes.size() > 1) label += " (" + p.Label() + ")";
+    if (run_.processes.size() > 1 && only_ < 0) label += " (" + p.Label() + ")";
     MetaEvent("thread_name", dev, StreamTrack(i, stream), "name", label, false);
   }
 }
 
 }  // namespace kprof::chrome
+
+namespace kprof {
+
+DistributedInfo ProcessDistributedInfo(const Timeline& timeline, size_t i) {
+  const Run& run = *timeline.run;
+  const ProcessTrace& p = run.processes.at(i);
+  DistributedInfo info;
+  std::set<int> ranks;
+  for (const auto& q : run.processes)
+    if (q.rank >= 0) ranks.insert(q.rank);
+  if (p.rank >= 0)
+    info.rank = p.rank;
+  else if (ranks.empty())
+    info.rank = static_cast<int>(i);  // no ranks in the run: each file loads as its own
+  info.world_size = p.MetaU64("world_size");
+  if (info.world_size == 0) {
+    if (ranks.empty())
+      info.world_size = run.processes.size();
+    else
+      info.world_size =
+          std::max<uint64_t>(ranks.size(), static_cast<uint64_t>(*ranks.rbegin()) + 1);
+  }
+  if (i < timeline.processes.size()) {
+    const ProcessTimeline& t = timeline.processes[i];
+    for (const Record* a : t.acts) {
+      if (a->Kind() == RecordKind::Kernel && IsCommKernel(t.KernelName(*a))) {
+        info.backend = "nccl";
+        break;
+      }
+    }
+  }
+  if (info.backend.empty()) info.backend = p.Meta("distributed.backend");
+  return info;
+}
+
+}  // namespace kprof

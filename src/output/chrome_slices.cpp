@@ -130,7 +130,7 @@ void ChromeWriter::WriteX(const Ev& e) {
   switch (e.type) {
     case EvType::Kernel: {
       Dim3 g = KernelGrid(r), b = KernelBlock(r);
-      GpuArgs(r);
+      GpuArgs(r, e.proc);
       Raw(", \"registers per thread\": ");
       UInt(KernelRegisters(r));
       Raw(", \"shared memory\": ");
@@ -152,7 +152,7 @@ void ChromeWriter::WriteX(const Ev& e) {
     }
     case EvType::Memcpy:
     case EvType::Memset: {
-      GpuArgs(r);
+      GpuArgs(r, e.proc);
       Raw(", \"bytes\": ");
       UInt(r.bytes);
       uint64_t dur = r.DurationNs();
@@ -168,7 +168,7 @@ void ChromeWriter::WriteX(const Ev& e) {
       break;
     }
     case EvType::Graph:
-      GpuArgs(r);
+      GpuArgs(r, e.proc);
       Raw(", \"graph id\": ");
       UInt(r.a);
       Raw("}");
@@ -184,8 +184,12 @@ void ChromeWriter::WriteX(const Ev& e) {
     case EvType::Sync:
       Raw(", \"args\": {\"correlation\": ");
       UInt(r.correlation);
-      Raw(", \"stream\": ");
-      UInt(r.a);
+      // In a per-rank trace an event with a stream is GPU work to HTA: the sync of a CPU
+      // thread names none there.
+      if (only_ < 0 || e.gpu_track) {
+        Raw(", \"stream\": ");
+        UInt(r.a);
+      }
       if (r.device != kNoDevice) {
         Raw(", \"device\": ");
         UInt(r.device);
@@ -198,13 +202,15 @@ void ChromeWriter::WriteX(const Ev& e) {
   Raw("}");
 }
 
-void ChromeWriter::GpuArgs(const Record& r) {
+void ChromeWriter::GpuArgs(const Record& r, uint32_t proc) {
   Raw(", \"args\": {\"device\": ");
   UInt(r.device);
   Raw(", \"stream\": ");
   UInt(r.tid);
   Raw(", \"correlation\": ");
-  UInt(r.correlation);
+  // A per-rank trace links each activity to its launch for HTA: graph work that CUPTI gives no
+  // correlation id gets that of the launch of its graph.
+  UInt(only_ >= 0 ? timeline_.processes[proc].Correlation(r) : r.correlation);
 }
 
 }  // namespace kprof::chrome

@@ -48,13 +48,42 @@ struct Ev {
   const Record* rec = nullptr;
   uint32_t proc = 0;
   EvType type = EvType::Kernel;
+  bool gpu_track = false;  ///< a Sync placed on a stream's track (no API call of its own)
+};
+
+/// The attribution of the run's GPU work to ranges (for the projected annotations), computed on
+/// first use; one serves the writers of all the per-rank traces of a run.
+class Attribution {
+ public:
+  explicit Attribution(const Timeline& timeline) : timeline_(timeline) {}
+  const std::vector<Attributed>& Get() {
+    if (!done_) {
+      all_ = Attribute(timeline_);
+      done_ = true;
+    }
+    return all_;
+  }
+
+ private:
+  const Timeline& timeline_;
+  std::vector<Attributed> all_;
+  bool done_ = false;
 };
 
 /// Writes the run of a timeline as a Chrome trace into a Sink; one use per instance.
 class ChromeWriter {
  public:
-  ChromeWriter(Sink& sink, const Timeline& timeline)
-      : sink_(sink), timeline_(timeline), run_(*timeline.run) {
+  /// `shared`: an Attribution of the same timeline to use (else the writer makes its own).
+  ChromeWriter(Sink& sink, const Timeline& timeline, const ChromeTraceOptions& opts = {},
+               Attribution* shared = nullptr)
+      : sink_(sink),
+        timeline_(timeline),
+        run_(*timeline.run),
+        only_(opts.process),
+        own_attribution_(timeline),
+        attribution_(shared != nullptr ? *shared : own_attribution_) {
+    if (only_ >= 0 && static_cast<size_t>(only_) >= run_.processes.size())
+      throw InputError("Chrome trace: no process " + std::to_string(only_) + " in the run");
     out_.reserve(2u << 20);
   }
 
@@ -98,10 +127,16 @@ class ChromeWriter {
 
   uint64_t BaseTime() const;
   void Header();
+  /// "distributedInfo": {...}, (nothing when it has no rank).
+  void Distributed(const DistributedInfo& info);
 
-  /// Track id of a stream: the stream for the first process; offset for the others so that
-  /// streams of different processes on one device do not share a track.
-  static int64_t StreamTrack(uint32_t proc, uint32_t stream) {
+  /// Is process i written: every process of a merged trace, the one of a per-rank trace.
+  bool Wanted(uint32_t i) const { return only_ < 0 || i == static_cast<uint32_t>(only_); }
+  /// Track id of a stream: the stream for the first process (and for the one process of a
+  /// per-rank trace); offset for the others so that streams of different processes on one
+  /// device do not share a track.
+  int64_t StreamTrack(uint32_t proc, uint32_t stream) const {
+    if (only_ >= 0) proc = 0;
     return static_cast<int64_t>(stream) + static_cast<int64_t>(proc) * 1000000;
   }
 
@@ -119,7 +154,7 @@ class ChromeWriter {
 
   const std::string& KernelName(const ProcessTrace& p, uint32_t proc, uint32_t id);
   void WriteX(const Ev& e);
-  void GpuArgs(const Record& r);
+  void GpuArgs(const Record& r, uint32_t proc);
 
   /// ac2g flow arrows from each launching API call to its GPU work.
   void Flows(uint32_t i);
@@ -136,6 +171,9 @@ class ChromeWriter {
   Sink& sink_;
   const Timeline& timeline_;
   const Run& run_;
+  const int only_;  ///< the one process of a per-rank trace, -1 for all
+  Attribution own_attribution_;
+  Attribution& attribution_;
   std::string out_;
   uint64_t base_ = 0;
   bool first_event_ = true;
