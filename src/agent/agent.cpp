@@ -72,6 +72,10 @@ void CUPTIAPI OnCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_
   if (OnCounterCallback(domain, cbid, data)) return;
   if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
   if (OnGraphCallback(cbid, data)) return;
+  if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
+    A().contexts++;
+    return;
+  }
   if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
     // PM sampling stops with the first context to go (at exit CUDA tears down before the
     // agent's own exit handler runs; sampling stopped earlier, in its own exit handler).
@@ -195,6 +199,8 @@ int Initialize() {
   if (sr == CUPTI_SUCCESS) {
     KPROF_CUPTI(cuptiEnableCallback(1, a.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                     CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING));
+    KPROF_CUPTI(cuptiEnableCallback(1, a.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                    CUPTI_CBID_RESOURCE_CONTEXT_CREATED));
     EnableGraphCallbacks(a.subscriber);
   } else {
     const char* msg = nullptr;

@@ -58,6 +58,9 @@ struct Agent {
   // Writer thread: kernel records without times whose replay had not ended (counters.h).
   std::vector<Record> deferred;
   std::atomic<uint64_t> forced_flushes{0};  // by the flusher, CUPTI holding too many buffers
+  // CUDA contexts created in this process: 0 at the end for a process that loaded CUDA but ran
+  // nothing on a GPU (a launcher such as torchrun's, which counts the devices).
+  std::atomic<uint64_t> contexts{0};
   uint64_t lendings = 0;
   size_t allocated = 0;
   bool pool_closed = false;  // the writer has stopped: no buffer comes back, none is handed out

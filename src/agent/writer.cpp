@@ -405,6 +405,8 @@ void Finish(const std::string& reason) {
     }
   }
   MetaList meta{{"exit_reason", reason}};
+  // Only with the subscriber that counts them (agent.cpp): 0 means the process used no GPU.
+  if (a.subscriber != nullptr) meta.emplace_back("contexts", std::to_string(a.contexts.load()));
   if (!flushed) {
     meta.emplace_back("flush_timeout", "1");
     meta.emplace_back(

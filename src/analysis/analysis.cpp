@@ -263,7 +263,9 @@ void CaptureOf(const ProcessTrace& p, ProcessSummary& ps, RunSummary& S) {
     S.capture += "," + capture;
   }
   S.capture_windows += ps.windows;
-  if (ps.windows > 0) return;
+  // A process that made no CUDA context (a launcher that only counted the GPUs, such as
+  // torchrun's) had nothing to record.
+  if (ps.windows > 0 || p.Meta("contexts") == "0") return;
   std::string why = "its window never opened";
   if (capture.rfind("nvtx:", 0) == 0 && p.meta.count("capture_nvtx_ranges")) {
     const uint64_t ranges = p.MetaU64("capture_nvtx_ranges");

@@ -127,6 +127,9 @@ struct Recorded {
     return nullptr;
   }
   int RankOf(size_t dist_rank) const { return an.dist.ranks.at(dist_rank).rank; }
+  /// The launcher's own file (torchrun counts the GPUs, which loads CUDA and so the agent):
+  /// no rank, no CUDA context, nothing recorded. Checked, then left out of `run`.
+  std::vector<ProcessTrace> launchers;
 };
 
 std::string Stamp(const std::string& path) {
@@ -191,6 +194,11 @@ std::unique_ptr<Recorded> Make(const std::string& name, const std::vector<std::s
   if (m->result.status != 0 || !fs::is_directory(m->dir)) return m;
   try {
     m->run = ReadInputs({m->dir});
+    std::erase_if(m->run.processes, [&](ProcessTrace& p) {
+      if (p.rank >= 0) return false;
+      m->launchers.push_back(std::move(p));
+      return true;
+    });
   } catch (const InputError& e) {
     m->result.out += std::string("\nReadInputs: ") + e.what();
     m->result.status = 1000;
@@ -238,6 +246,17 @@ std::set<int> Ranks(const Run& run) {
   return ranks;
 }
 
+// The launcher's file, if it wrote one: it made no CUDA context and recorded nothing.
+void ExpectIdleLaunchers(const std::vector<ProcessTrace>& launchers) {
+  EXPECT_LE(launchers.size(), 1u);
+  for (const ProcessTrace& p : launchers) {
+    std::cout << "launcher " << p.Label() << ": " << p.records.size() << " records, contexts '"
+              << p.Meta("contexts") << "', " << p.Meta("cmdline").substr(0, 120) << "\n";
+    EXPECT_EQ(p.Meta("contexts"), "0") << p.source;
+    for (const Record& r : p.records) EXPECT_FALSE(IsGpuActivity(r.Kind())) << p.source;
+  }
+}
+
 void ExpectTwoCompleteRanks(const Run& run) {
   ASSERT_EQ(run.processes.size(), 2u);
   EXPECT_EQ(Ranks(run), (std::set<int>{0, 1}));
@@ -256,6 +275,7 @@ TEST(GpuDistributed, DevicesAndRanksAddUp) {
   const Recorded& m = Straggler();
   ASSERT_RUN_OK(m);
   ASSERT_NO_FATAL_FAILURE(ExpectTwoCompleteRanks(m.run));
+  ExpectIdleLaunchers(m.launchers);
   const DistributedSummary& d = m.an.dist;
   ASSERT_EQ(d.devices.size(), 2u);
   EXPECT_EQ(m.an.summary.gpus, 2u);
@@ -313,6 +333,7 @@ TEST(GpuDistributed, StragglerIsNamedAndPriced) {
   const Recorded& m = Straggler();
   ASSERT_RUN_OK(m);
   ASSERT_NO_FATAL_FAILURE(ExpectTwoCompleteRanks(m.run));
+  ExpectIdleLaunchers(m.launchers);
   const DistributedSummary& d = m.an.dist;
   ASSERT_EQ(d.ranks.size(), 2u);
   EXPECT_GE(d.collectives.size(), static_cast<size_t>(kSteps));
@@ -366,6 +387,7 @@ TEST(GpuDistributed, BalancedRaisesNoImbalance) {
   const Recorded& m = Balanced();
   ASSERT_RUN_OK(m);
   ASSERT_NO_FATAL_FAILURE(ExpectTwoCompleteRanks(m.run));
+  ExpectIdleLaunchers(m.launchers);
   const DistributedSummary& d = m.an.dist;
   EXPECT_GE(d.collectives.size(), static_cast<size_t>(kSteps));
   uint64_t longest = 0;
@@ -440,6 +462,7 @@ TEST(GpuDistributed, CaptureRecordsThreeStepsPerRank) {
   const Recorded& m = Capture3();
   ASSERT_RUN_OK(m);
   ASSERT_NO_FATAL_FAILURE(ExpectTwoCompleteRanks(m.run));
+  ExpectIdleLaunchers(m.launchers);
   for (const ProcessTrace& p : m.run.processes) {
     uint64_t windows = 0, kernels = 0;
     for (const Record& r : p.records) {
@@ -466,6 +489,7 @@ TEST(GpuDistributed, TorchDistributedRunSetsRanks) {
              {"--steps", "10"}));
   ASSERT_RUN_OK(*m);
   ASSERT_NO_FATAL_FAILURE(ExpectTwoCompleteRanks(m->run));
+  ExpectIdleLaunchers(m->launchers);
   for (const ProcessTrace& p : m->run.processes) {
     EXPECT_EQ(p.Meta("world_size"), "2") << p.Label();
     EXPECT_EQ(p.Meta("local_rank"), std::to_string(p.rank)) << p.Label();
@@ -507,6 +531,7 @@ TEST(GpuDistributed, MpirunSetsRanks) {
   static const std::unique_ptr<Recorded> m = Make("mpirun", {}, DdpJob(launcher, {"--steps", "5"}));
   ASSERT_RUN_OK(*m);
   ASSERT_NO_FATAL_FAILURE(ExpectTwoCompleteRanks(m->run));
+  ExpectIdleLaunchers(m->launchers);
   for (const ProcessTrace& p : m->run.processes) EXPECT_EQ(p.Meta("world_size"), "2") << p.Label();
 }
 
@@ -521,6 +546,7 @@ TEST(GpuDistributed, TraceDirWritesOneTracePerRank) {
       {traces});
   ASSERT_RUN_OK(*m);
   ASSERT_NO_FATAL_FAILURE(ExpectTwoCompleteRanks(m->run));
+  ExpectIdleLaunchers(m->launchers);
   ASSERT_TRUE(fs::is_directory(traces)) << Tail(m->result.out);
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(traces)) files.push_back(e.path());

@@ -395,3 +395,36 @@ TEST(DistributedReport, TablesJsonAndMarkdownOfTwoRanks) {
   EXPECT_NE(md.output.find("### GPUs"), std::string::npos);
   EXPECT_NE(md.output.find("| rank 0 (pid 1000) |"), std::string::npos) << md.output;
 }
+
+// torchrun's own process loads CUDA to count the GPUs, and so the agent: its file has no
+// record and says it made no CUDA context. Under --capture it is no process "whose window
+// never opened", and it is no rank.
+TEST(Distributed, ALaunchersFileIsNoRankAndNoCaptureProblem) {
+  kprof::Run run = TwoRanks(3, 0);
+  for (ProcessTrace& p : run.processes) {
+    p.meta["capture"] = "nvtx:step";
+    p.meta["contexts"] = "1";
+    Record w{};
+    w.kind = static_cast<uint8_t>(RecordKind::CaptureWindow);
+    w.device = kNoDevice;
+    w.start_ns = 900 * kMs;
+    w.end_ns = 2000 * kMs;
+    w.flags = static_cast<uint8_t>(CaptureTrigger::Nvtx);
+    w.name = p.strings.Intern("step");
+    p.records.push_back(w);
+  }
+  ProcessTrace launcher;
+  launcher.pid = 999;
+  launcher.complete = true;
+  launcher.meta = {{"capture", "nvtx:step"}, {"contexts", "0"}, {"capture_nvtx_ranges", "0"}};
+  run.processes.push_back(launcher);
+  Analysis a = Analyze(BuildTimeline(run));
+  EXPECT_EQ(a.summary.capture_windows, 2u);
+  EXPECT_EQ(a.summary.capture_problem, "");
+  EXPECT_EQ(a.dist.ranks.size(), 2u);
+  // A worker whose window never opened still says so.
+  run.processes.back().meta["contexts"] = "1";
+  Analysis b = Analyze(BuildTimeline(run));
+  EXPECT_NE(b.summary.capture_problem.find("never opened"), std::string::npos)
+      << b.summary.capture_problem;
+}
