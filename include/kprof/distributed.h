@@ -120,8 +120,9 @@ struct DistributedSummary {
   uint64_t unmatched_kernels = 0;  ///< communication kernels without a partner on every rank
   uint64_t p2p_kernels = 0;        ///< SendRecv kernels: communication, never matched
   /// Per DistributedSummary::ranks: the merged intervals of its compute kernels, its
-  /// communication kernels and of its waits in collectives (for the hints).
-  std::vector<std::vector<NsInterval>> compute, comm, waits;
+  /// communication kernels, its waits in collectives, all its GPU work, and the time it was
+  /// recorded (its span or capture windows) (for the hints).
+  std::vector<std::vector<NsInterval>> compute, comm, waits, busy, recorded;
   bool Multi() const { return devices.size() > 1 || ranks.size() > 1; }
 };
 

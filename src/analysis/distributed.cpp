@@ -200,12 +200,15 @@ DistributedSummary SummarizeDistributed(const Timeline& tl, const DeviceKeys& ke
     std::vector<Interval> all(compute);
     all.insert(all.end(), commiv.begin(), commiv.end());
     all.insert(all.end(), copy.begin(), copy.end());
-    u.busy_ns = Length(Merge(std::move(all)));
+    std::vector<Interval> busy = Merge(std::move(all));
+    u.busy_ns = Length(busy);
     u.copy_only_ns = u.busy_ns - kernels_union;
     u.idle_ns = u.wall_ns > u.busy_ns ? u.wall_ns - u.busy_ns : 0;
     D.ranks.push_back(std::move(u));
     D.compute.push_back(std::move(compute));
     D.comm.push_back(std::move(commiv));
+    D.busy.push_back(std::move(busy));
+    D.recorded.push_back(spans[i]);
     comms.push_back(std::move(comm));
   }
 

@@ -17,6 +17,26 @@ constexpr double kStragglerShare = 2.0 / 3.0;
 /// A range or op explains the imbalance when the straggler spent at least this share of the
 /// waiting it caused more in it than the other ranks did.
 constexpr double kExplainsShare = 0.25;
+/// Ranks that reach a collective less than this apart arrived together: which one was last is
+/// noise.
+constexpr uint64_t kTogetherNs = 50'000;
+
+/// A rank's GPU over [from, to) within the time it was recorded: idle, and running compute.
+struct Use {
+  uint64_t idle = 0, compute = 0;
+};
+Use UseOver(const DistributedSummary& D, size_t r, uint64_t from, uint64_t to) {
+  Use u;
+  for (const NsInterval& rec : D.recorded[r]) {
+    const uint64_t a = std::max(from, rec.first), b = std::min(to, rec.second);
+    if (b <= a) continue;
+    u.idle += (b - a) - detail::Covered(D.busy[r], a, b);
+    u.compute += detail::Covered(D.compute[r], a, b);
+  }
+  return u;
+}
+
+uint64_t Minus(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
 /// Per rank: total time (ns) and calls of each NVTX range by name (CPU time) and the GPU time
 /// of each op's non-communication work.
@@ -87,7 +107,7 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
   std::vector<uint64_t> last(n), caused(n), caused_exposed(n);
   uint64_t with_wait = 0;
   for (const Collective& col : D.collectives) {
-    if (col.spread_ns == 0) continue;
+    if (col.spread_ns < kTogetherNs) continue;
     ++with_wait;
     const size_t s = col.parts[col.last].rank;
     ++last[s];
@@ -97,37 +117,55 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
       caused_exposed[s] += part.exposed_wait_ns;
     }
   }
-  const size_t s = static_cast<size_t>(
-      std::max_element(caused_exposed.begin(), caused_exposed.end()) - caused_exposed.begin());
-  if (caused_exposed[s] == 0 ||
+  const size_t s =
+      static_cast<size_t>(std::max_element(caused.begin(), caused.end()) - caused.begin());
+  if (caused[s] == 0 ||
       static_cast<double>(last[s]) < kStragglerShare * static_cast<double>(with_wait))
     return std::nullopt;
 
-  // The estimate: the instants at which some other rank's GPU had nothing to do but wait for
-  // the straggler in a collective (union over ranks: they wait for it at the same time).
+  // Where the others lose time: their waits for the straggler (union over ranks: they wait for
+  // it at the same time). How much of it the job loses: what the straggler does that the others
+  // do not, over the same stretch of the run (from the first collective to the end of the last):
+  // the time its GPU sat idle and the time it computed, beyond the other ranks' (their median).
+  // The others' waits overstate it (a waiting rank runs its own backward pass beside the
+  // collective); the part of them with no compute of their own understates it (a spinning NCCL
+  // kernel slows the compute beside it, and transfers that backward hid are then exposed).
   Hint h;
-  std::vector<NsInterval> idle_waits;
+  std::vector<NsInterval> waits_for;
   std::vector<uint64_t> waited(n), waited_exposed(n), waits(n);
   std::map<std::string, uint64_t> kinds;
+  uint64_t from = UINT64_MAX, to = 0;
   for (const Collective& col : D.collectives) {
-    if (col.spread_ns == 0 || col.parts[col.last].rank != s) continue;
+    for (const Collective::Part& part : col.parts) {
+      from = std::min(from, part.arrive_ns);
+      to = std::max(to, part.end_ns);
+    }
+    if (col.spread_ns < kTogetherNs || col.parts[col.last].rank != s) continue;
     ++kinds[col.kind];
     for (const Collective::Part& part : col.parts) {
       if (part.rank == s || part.wait_ns == 0) continue;
       waited[part.rank] += part.wait_ns;
       waited_exposed[part.rank] += part.exposed_wait_ns;
       ++waits[part.rank];
-      detail::ForEachUncovered(D.compute[part.rank], part.arrive_ns, part.arrive_ns + part.wait_ns,
-                               [&](uint64_t a, uint64_t b) {
-                                 idle_waits.emplace_back(a, b);
-                                 return true;
-                               });
+      waits_for.emplace_back(part.arrive_ns, part.arrive_ns + part.wait_ns);
     }
   }
-  for (const NsInterval& iv : detail::Merge(std::move(idle_waits))) {
-    Claim(h, iv.first, iv.second);
-    h.est_saving_ns += iv.second - iv.first;
+  waits_for = detail::Merge(std::move(waits_for));
+  const uint64_t waiting = detail::Length(waits_for);
+  std::vector<Use> use(n);
+  std::vector<uint64_t> others_idle, others_compute;
+  for (size_t r = 0; r < n; ++r) {
+    use[r] = UseOver(D, r, from, to);
+    if (r == s) continue;
+    others_idle.push_back(use[r].idle);
+    others_compute.push_back(use[r].compute);
   }
+  const uint64_t more_idle = Minus(use[s].idle, Median(others_idle));
+  const uint64_t more_compute = Minus(use[s].compute, Median(others_compute));
+  h.est_saving_ns = std::min(waiting, more_idle + more_compute);
+  if (h.est_saving_ns == 0) return std::nullopt;
+  const double fraction = static_cast<double>(h.est_saving_ns) / static_cast<double>(waiting);
+  for (const NsInterval& iv : waits_for) Claim(h, iv.first, iv.second, fraction);
   if (!Price(h, c)) return std::nullopt;
 
   const RankUsage& S = D.ranks[s];
@@ -142,6 +180,10 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
       "communicator{}); the others waited {} in them, {} of it with nothing else to run",
       S.label, last[s], with_wait, what, D.communicators, D.communicators == 1 ? "" : "s",
       Dur(caused[s]), Dur(caused_exposed[s])));
+  h.evidence.push_back(fmt::format(
+      "from the first collective to the end of the last, its GPU sat idle {} more than the other "
+      "ranks' and computed {} more: the job loses about {} to it",
+      Dur(more_idle), Dur(more_compute), Dur(h.est_saving_ns)));
   std::vector<size_t> order;
   for (size_t r = 0; r < n; ++r)
     if (r != s && waits[r]) order.push_back(r);
@@ -158,17 +200,15 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
   std::vector<Phases> phases;
   for (const RankUsage& u : D.ranks) phases.push_back(PhasesOf(c.timeline.processes[u.process]));
   std::vector<const std::map<std::string, std::pair<uint64_t, uint64_t>>*> other_cpu, other_gpu;
-  std::vector<uint64_t> other_idle;
   for (size_t r = 0; r < n; ++r) {
     if (r == s) continue;
     other_cpu.push_back(&phases[r].cpu);
     other_gpu.push_back(&phases[r].gpu);
-    other_idle.push_back(D.ranks[r].idle_ns);
   }
   const std::string than = n == 2 ? D.ranks[s == 0 ? 1 : 0].label : "the other ranks (median)";
   const Excess cpu = MostExcess(phases[s].cpu, other_cpu);
   const Excess gpu = MostExcess(phases[s].gpu, other_gpu);
-  const double explains = kExplainsShare * static_cast<double>(caused_exposed[s]);
+  const double explains = kExplainsShare * static_cast<double>(h.est_saving_ns);
   bool explained = false;
   if (static_cast<double>(cpu.excess) >= explains) {
     h.evidence.push_back(
@@ -183,19 +223,19 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
                     Dur(gpu.excess), than, Dur(gpu.straggler_ns), Dur(gpu.others_ns)));
     explained = true;
   }
-  const uint64_t idle_med = Median(other_idle);
-  if (S.idle_ns > idle_med)
-    h.evidence.push_back(fmt::format("its GPU sat idle {} ({} more than {}){}", Dur(S.idle_ns),
-                                     Dur(S.idle_ns - idle_med), than,
-                                     explained ? ""
-                                               : ": host work outside NVTX ranges, or a slower "
-                                                 "host"));
+  if (!explained)
+    h.evidence.push_back(more_idle >= more_compute
+                             ? "no NVTX range explains its idle GPU: host work outside ranges, or "
+                               "a slower host"
+                             : "no op explains its longer compute: a slower GPU (clocks, "
+                               "throttling) or more data");
   h.assumption = fmt::format(
-      "If {} arrived with the others, they would not wait: at most the time their GPUs had "
-      "nothing but this waiting to do is saved (the job runs at its slowest rank's pace). Ranks "
-      "are compared on each host's clock; collectives are matched by their order on each "
+      "If {} arrived with the others, they would not wait for it: the job, which runs at its "
+      "slowest rank's pace, saves what {} spent beyond them (idle GPU and longer compute, from "
+      "the first collective to the end of the last), at most the others' waiting. Ranks are "
+      "compared on each host's clock; collectives are matched by their order on each "
       "communicator.",
-      who);
+      who, who);
   h.fix_cuda = fmt::format(
       "Give every rank the same work and the same speed: find what {} does differently (above), "
       "split data and sequence lengths evenly, move host work off the step's critical path (a "

@@ -32,10 +32,11 @@ struct Step {
   uint64_t load_batch_ns;  // host work before the step's launches
 };
 
-// One rank of a data-parallel job on device `rank`: every step is a 30 ms period beginning at
-// 1 s + 30 ms * i (+ a start offset) and holds "step" > "load_batch" (host work), then a forward
-// and a backward kernel of 5 ms each, then an all-reduce on the NCCL stream (20) that begins when
-// the backward ends and ends 1 ms after the last rank has arrived (`arrive_last[i]`).
+// One rank of a data-parallel job on device `rank`: a broadcast of the parameters at start-up
+// (990 ms, both ranks together, as DDP does), then steps of 40 ms beginning at 1 s + 40 ms * i,
+// each holding "step" > "load_batch" (host work), then a forward and a backward kernel of 5 ms
+// each, then an all-reduce on the NCCL stream (20) that begins when the backward ends and ends
+// 1 ms after the last rank has arrived (`arrive_last[i]`).
 TraceBuilder Rank(int rank, const std::vector<uint64_t>& load_batch,
                   const std::vector<uint64_t>& arrive_last, const std::string& uuid = "") {
   TraceBuilder b(1000 + static_cast<uint32_t>(rank));
@@ -46,10 +47,12 @@ TraceBuilder Rank(int rank, const std::vector<uint64_t>& load_batch,
   b.Trace().meta["world_size"] = "2";
   b.Trace().meta["hostname"] = "node1";
   if (!uuid.empty()) b.Trace().meta["device." + std::to_string(dev) + ".uuid"] = uuid;
+  b.Kernel(kBroadcast, 990 * kMs, 991 * kMs,
+           b.Api("cudaLaunchKernel", 989 * kMs, 989 * kMs + 10 * kUs), {24, 1, 1}, 20, dev);
   for (size_t i = 0; i < load_batch.size(); ++i) {
-    const uint64_t t = 1000 * kMs + i * 30 * kMs;
+    const uint64_t t = 1000 * kMs + i * 40 * kMs;
     const uint64_t go = t + load_batch[i];
-    b.Range("step", t, t + 29 * kMs);
+    b.Range("step", t, t + 39 * kMs);
     b.Range("load_batch", t, go);
     uint32_t c = b.Api("cudaLaunchKernel", go, go + 10 * kUs);
     b.Kernel("forward_gemm", go + 20 * kUs, go + 20 * kUs + 5 * kMs, c, {1024, 1, 1}, 7, dev);
@@ -67,7 +70,7 @@ TraceBuilder Rank(int rank, const std::vector<uint64_t>& load_batch,
 kprof::Run TwoRanks(size_t steps, uint64_t delay) {
   std::vector<uint64_t> lb0(steps, 100 * kUs), lb1(steps, 100 * kUs + delay), last(steps);
   for (size_t i = 0; i < steps; ++i)
-    last[i] = 1000 * kMs + i * 30 * kMs + lb1[i] + 20 * kUs + 10 * kMs;
+    last[i] = 1000 * kMs + i * 40 * kMs + lb1[i] + 20 * kUs + 10 * kMs;
   kprof::Run run;
   run.processes.push_back(Rank(0, lb0, last).Trace());
   run.processes.push_back(Rank(1, lb1, last).Trace());
@@ -177,7 +180,7 @@ TEST(Distributed, PerGpuAndPerRankPartitionsAddUp) {
   for (const RankUsage& r : D.ranks) {
     EXPECT_EQ(r.compute_ns + r.comm_only_ns + r.copy_only_ns + r.idle_ns, r.wall_ns) << r.label;
     EXPECT_EQ(r.comm_ns, r.comm_only_ns + r.overlap_ns);
-    EXPECT_EQ(r.comm_kernels, 10u);
+    EXPECT_EQ(r.comm_kernels, 11u);  // the start-up broadcast and 10 all-reduces
     EXPECT_EQ(r.compute_ns, 10 * 10 * kMs);  // forward + backward, 10 ms a step
     kernels += r.kernels;
     kernel_ns += r.kernel_ns;
@@ -223,11 +226,16 @@ TEST(Distributed, CollectivesMatchByOrderOnEachCommunicator) {
   Analysis a = Analyze(BuildTimeline(run));
   const DistributedSummary& D = a.dist;
   EXPECT_EQ(D.communicators, 2u);
-  ASSERT_EQ(D.collectives.size(), 11u);
+  ASSERT_EQ(D.collectives.size(), 12u);
   EXPECT_EQ(D.unmatched_kernels, 0u);
   EXPECT_EQ(D.collectives[0].kind, "Broadcast");
+  EXPECT_EQ(D.collectives[0].channel, 0u);
   EXPECT_EQ(D.collectives[0].spread_ns, 1 * kMs);
-  for (size_t i = 1; i < D.collectives.size(); ++i) {
+  // The other communicator: its start-up broadcast, both ranks together, then the all-reduces.
+  EXPECT_EQ(D.collectives[1].kind, "Broadcast");
+  EXPECT_EQ(D.collectives[1].channel, 1u);
+  EXPECT_EQ(D.collectives[1].spread_ns, 0u);
+  for (size_t i = 2; i < D.collectives.size(); ++i) {
     const Collective& c = D.collectives[i];
     EXPECT_EQ(c.kind, "AllReduce");
     ASSERT_EQ(c.parts.size(), 2u);
@@ -241,7 +249,8 @@ TEST(Distributed, CollectivesMatchByOrderOnEachCommunicator) {
 
 TEST(Distributed, MatchingStopsWhereTheCollectivesDisagree) {
   kprof::Run run = TwoRanks(4, 0);
-  // Rank 1's third all-reduce is a reduce-scatter: calls 3 and 4 cannot be paired.
+  // Rank 1's second all-reduce (third call, after the broadcast) is a reduce-scatter: it and
+  // the two after it cannot be paired.
   ProcessTrace& p = run.processes[1];
   int seen = 0;
   for (Record& r : p.records)
@@ -249,7 +258,7 @@ TEST(Distributed, MatchingStopsWhereTheCollectivesDisagree) {
       r.name = p.strings.Intern("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(x)");
   Analysis a = Analyze(BuildTimeline(run));
   EXPECT_EQ(a.dist.collectives.size(), 2u);
-  EXPECT_EQ(a.dist.unmatched_kernels, 4u);  // two on each rank
+  EXPECT_EQ(a.dist.unmatched_kernels, 6u);  // three on each rank
 }
 
 TEST(Distributed, OneProcessHasNoCollectivesAndKeepsItsTotals) {
@@ -298,7 +307,7 @@ TEST(RankImbalance, NoHintWhenRanksTakeTurnsOrArriveTogether) {
     for (size_t i = 0; i < steps; ++i) {
       lb0[i] = 100 * kUs + (i % 2 ? 2 * kMs : 0);
       lb1[i] = 100 * kUs + (i % 2 ? 0 : 2 * kMs);
-      last[i] = 1000 * kMs + i * 30 * kMs + std::max(lb0[i], lb1[i]) + 20 * kUs + 10 * kMs;
+      last[i] = 1000 * kMs + i * 40 * kMs + std::max(lb0[i], lb1[i]) + 20 * kUs + 10 * kMs;
     }
     kprof::Run run;
     run.processes.push_back(Rank(0, lb0, last).Trace());
@@ -318,12 +327,13 @@ TEST(ExposedCommunication, PricesTheTransferThatNoComputeHides) {
   std::vector<Hint> hints = ComputeHints(tl, a);
   const Hint* h = Find(hints, "exposed-communication");
   ASSERT_NE(h, nullptr);
-  // Each all-reduce transfers for 1 ms after the last arrival, on both ranks at once, beside no
-  // compute: 10 ms for the job (not 20: the ranks' stretches coincide). The waiting is not here.
-  EXPECT_EQ(h->est_saving_ns, 10 * kMs);
+  // The broadcast and each all-reduce transfer for 1 ms after the last arrival, on both ranks
+  // at once, beside no compute: 11 ms for the job (not 22: the ranks' stretches coincide). The
+  // waiting is not here.
+  EXPECT_EQ(h->est_saving_ns, 11 * kMs);
   // The joint figure counts the two hints' time once: they claim different instants.
   const JointSaving j = EstimateJoint({*h, *Find(hints, "rank-imbalance")});
-  EXPECT_EQ(j.est_saving_ns, 10 * kMs + 200 * kMs);
+  EXPECT_EQ(j.est_saving_ns, 11 * kMs + 200 * kMs);
 }
 
 TEST(CommKernels, OtherRulesLeaveThemAlone) {
@@ -353,7 +363,7 @@ TEST(DistributedReport, TablesJsonAndMarkdownOfTwoRanks) {
   const auto table = kprof::test::RunCommand(kprof::test::Kprof() + " report " + dir.path());
   ASSERT_EQ(table.status, 0) << table.output;
   const std::string& out = table.output;
-  EXPECT_NE(out.find("GPU busy              411.00 ms over 2 GPUs (68.2% of their wall"),
+  EXPECT_NE(out.find("GPU busy              422.00 ms over 2 GPUs (51.5% of their wall"),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("\nGPUs ("), std::string::npos) << out;
@@ -361,7 +371,7 @@ TEST(DistributedReport, TablesJsonAndMarkdownOfTwoRanks) {
   EXPECT_NE(out.find("dev 1 NVIDIA H100 80GB HBM3"), std::string::npos);
   EXPECT_NE(out.find("\nRanks ("), std::string::npos);
   EXPECT_NE(out.find("all ranks"), std::string::npos);
-  EXPECT_NE(out.find("10 matched across ranks on 1 communicator (10 AllReduce)"), std::string::npos)
+  EXPECT_NE(out.find("11 matched across ranks on 1 communicator (10 AllReduce, 1 Broadcast)"), std::string::npos)
       << out;
   EXPECT_NE(out.find("rank-imbalance: rank 1 is the straggler"), std::string::npos) << out;
   EXPECT_EQ(out.find("\nProcesses\n"), std::string::npos);
@@ -382,7 +392,7 @@ TEST(DistributedReport, TablesJsonAndMarkdownOfTwoRanks) {
   EXPECT_EQ(kernel_ns, j["summary"]["kernel_ns"].get<uint64_t>());
   EXPECT_EQ(j["ranks"][0]["wait_ns"], 10 * 20 * kMs);
   EXPECT_EQ(j["ranks"][1]["arrived_last"], 10);
-  EXPECT_EQ(j["collectives"]["matched"], 10);
+  EXPECT_EQ(j["collectives"]["matched"], 11);
   EXPECT_EQ(j["collectives"]["by_kind"]["AllReduce"]["calls"], 10);
   for (const auto& g : j["gpus"]) {
     EXPECT_GE(g["utilisation"].get<double>(), 0.0);
