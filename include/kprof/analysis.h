@@ -161,6 +161,7 @@ struct RunSummary {
   /// layer added where torch was imported ("ops,modules"), "" when nothing.
   std::string pytorch_mode, pytorch_added;
   uint64_t backward_linked_ns = 0;  ///< GPU time of backward work traced to its forward op
+  bool aten_ranges = false;         ///< PyTorch's own op ranges ("aten::...") were recorded
   /// Capture windows (kprof run --capture/--delay/--duration; docs/capture.md): what opened
   /// them ("nvtx:step", "cuda-profiler-api", "time"; "" when whole processes were recorded),
   /// the windows recorded over all processes, and why some process recorded none. wall_ns is

@@ -369,7 +369,10 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
       rr->first.push_back(dur);
       rr->second = std::max(rr->second, r.depth);
       GroupAcc*& op = op_acc[name_id];
-      if (op == nullptr) op = &ops[std::string(ix.Name(i))];
+      if (op == nullptr) {
+        op = &ops[std::string(ix.Name(i))];
+        S.aten_ranges |= ix.Name(i).starts_with("aten::");
+      }
       op_of[i] = op;
       ++op->calls;
       op->cpu_ns += dur;

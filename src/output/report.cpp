@@ -687,6 +687,12 @@ std::vector<std::pair<std::string, std::string>> TotalsLines(const RunSummary& s
           "kprof added {} ranges (--pytorch {})",
           colon == std::string::npos ? s.pytorch_added : s.pytorch_added.substr(colon + 1),
           s.pytorch_added.substr(0, colon));
+    } else if (!s.pytorch_mode.empty() && !s.capture.empty() && s.aten_ranges) {
+      // The layer says what it added when torch is imported: before any capture window.
+      py = fmt::format(
+          "--pytorch {}: what it added was not recorded (torch was imported before "
+          "the capture windows)",
+          s.pytorch_mode);
     } else if (!s.pytorch_mode.empty()) {
       py = fmt::format("--pytorch {}: nothing added (no process imported torch{})", s.pytorch_mode,
                        s.pytorch_mode == "off" ? ", or off" : "");
