@@ -339,8 +339,10 @@ TEST(GpuDistributed, StragglerIsNamedAndPriced) {
   EXPECT_GE(d.collectives.size(), static_cast<size_t>(kSteps));
   size_t waited = 0, rank1_last = 0, any_wait = 0, any_rank1_last = 0;
   // Once rank 1 arrives, the collective's transfer runs while rank 0 has no compute left in
-  // the step (it finished its backward long before): rank 0's exposed waiting per step is the
-  // planted delay less these transfers (all but the step's last), for the log.
+  // the step (it finished its backward long before): rank 0's waiting with nothing else to run
+  // is the planted delay less these transfers, and less the slowing of its backward by the
+  // NCCL kernel spinning beside it; the hint prices rank 1's extra idle time instead (for the
+  // log).
   uint64_t transfers_after_rank1 = 0;
   for (const Collective& c : d.collectives) {
     ASSERT_EQ(c.parts.size(), 2u) << c.kind << " " << c.seq;
