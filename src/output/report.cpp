@@ -21,6 +21,7 @@ using nlohmann::ordered_json;
 using report_text::Columns;
 using report_text::Fit;
 using report_text::FitTail;
+using report_text::Md;
 using report_text::Pad;
 
 constexpr const char* kCopyNames[6] = {"Unknown", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP"};
@@ -545,21 +546,6 @@ void WriteCsv(std::ostream& out, const Analysis& a) {
 }
 
 // ---- Markdown -------------------------------------------------------------------------------
-std::string Md(const std::string& raw) {
-  std::string o;
-  for (char c : DisplayText(raw)) {  // one line, no control characters, valid UTF-8
-    if (c == '|' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>' || c == '[' ||
-        c == ']' || c == '\\' || c == '&')
-      o += '\\';
-    if (c == '\n' || c == '\r') {
-      o += ' ';
-      continue;
-    }
-    o += c;
-  }
-  return o;
-}
-
 void WriteMarkdown(std::ostream& out, const Analysis& a, const std::vector<Hint>& hints,
                    const ReportOptions& o) {
   const RunSummary& s = a.summary;

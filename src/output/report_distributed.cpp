@@ -13,6 +13,7 @@ namespace {
 
 using nlohmann::ordered_json;
 using report_text::Fit;
+using report_text::Md;
 using report_text::Pad;
 
 std::string Share(uint64_t part, uint64_t whole) {
@@ -113,23 +114,13 @@ void Tables(std::ostream& out, const Analysis& a) {
 void Markdown(std::ostream& out, const Analysis& a) {
   const DistributedSummary& d = a.dist;
   if (!d.Multi()) return;
-  const auto md = [](const std::string& s) {
-    std::string o;
-    for (char c : DisplayText(s)) {
-      if (c == '|' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>' || c == '[' ||
-          c == ']' || c == '\\' || c == '&')
-        o += '\\';
-      o += c;
-    }
-    return o;
-  };
   out << "\n### GPUs\n\n| GPU | Used by | Wall | Busy | Util | Compute | Comm only | Copy only | "
          "Idle | Idle gaps (>= 1 ms) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const DeviceUsage& g : d.devices) {
     std::string users;
     for (const std::string& u : g.users) users += (users.empty() ? "" : ", ") + u;
-    out << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) |\n", md(g.key),
-                       md(users), FormatDuration(g.wall_ns), FormatDuration(g.busy_ns),
+    out << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) |\n", Md(g.key),
+                       Md(users), FormatDuration(g.wall_ns), FormatDuration(g.busy_ns),
                        Share(g.busy_ns, g.wall_ns), Share(g.compute_ns, g.wall_ns),
                        Share(g.comm_only_ns, g.wall_ns), Share(g.copy_only_ns, g.wall_ns),
                        Share(g.idle_ns, g.wall_ns), g.long_gaps, FormatDuration(g.long_gap_ns));
@@ -137,14 +128,14 @@ void Markdown(std::ostream& out, const Analysis& a) {
   out << "\n### Ranks\n\n| Rank | Wall | GPU busy | Compute | Comm | Hidden | Copy only | "
          "Waiting | Idle |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const RankUsage& r : d.ranks)
-    out << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", md(r.label),
+    out << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", Md(r.label),
                        FormatDuration(r.wall_ns), FormatDuration(r.busy_ns),
                        FormatDuration(r.compute_ns), FormatDuration(r.comm_ns),
                        Share(r.overlap_ns, r.comm_ns), FormatDuration(r.copy_only_ns),
                        FormatDuration(r.wait_ns), FormatDuration(r.idle_ns));
   if (!d.collectives.empty() || d.unmatched_kernels || d.p2p_kernels) {
-    out << "\nCollectives: " << md(CollectivesLine(d));
-    if (const std::string last = LastLine(d); !last.empty()) out << "; " << md(last);
+    out << "\nCollectives: " << Md(CollectivesLine(d));
+    if (const std::string last = LastLine(d); !last.empty()) out << "; " << Md(last);
     out << "\n";
   }
 }

@@ -1,5 +1,5 @@
 // Internal to the output library: fitting program-given names into the columns of the terminal
-// table and Markdown (report.cpp, report_distributed.cpp).
+// table, and escaping them for Markdown (report.cpp, report_distributed.cpp).
 #pragma once
 
 #include <string>
@@ -44,6 +44,23 @@ inline std::string FitTail(const std::string& raw, size_t width) {
 inline std::string Pad(const std::string& s, size_t width) {
   size_t n = Columns(s);
   return n >= width ? s : s + std::string(width - n, ' ');
+}
+
+/// A name as Markdown text: its display text with the characters Markdown gives a meaning
+/// backslash-escaped (a table cell stays one cell).
+inline std::string Md(const std::string& raw) {
+  std::string o;
+  for (char c : DisplayText(raw)) {  // one line, no control characters, valid UTF-8
+    if (c == '|' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>' || c == '[' ||
+        c == ']' || c == '\\' || c == '&')
+      o += '\\';
+    if (c == '\n' || c == '\r') {
+      o += ' ';
+      continue;
+    }
+    o += c;
+  }
+  return o;
 }
 
 }  // namespace kprof::report_text

@@ -263,6 +263,12 @@ void ExpectTwoCompleteRanks(const Run& run) {
   for (const ProcessTrace& p : run.processes) EXPECT_TRUE(p.complete) << p.source;
 }
 
+// Two complete ranks, and the launcher's file (if any) idle.
+void ExpectRanksAndLauncher(const Recorded& m) {
+  ASSERT_NO_FATAL_FAILURE(ExpectTwoCompleteRanks(m.run));
+  ExpectIdleLaunchers(m.launchers);
+}
+
 double Ms(uint64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 }  // namespace
@@ -274,8 +280,7 @@ TEST(GpuDistributed, DevicesAndRanksAddUp) {
   REQUIRE_TWO_GPUS();
   const Recorded& m = Straggler();
   ASSERT_RUN_OK(m);
-  ASSERT_NO_FATAL_FAILURE(ExpectTwoCompleteRanks(m.run));
-  ExpectIdleLaunchers(m.launchers);
+  ASSERT_NO_FATAL_FAILURE(ExpectRanksAndLauncher(m));
   const DistributedSummary& d = m.an.dist;
   ASSERT_EQ(d.devices.size(), 2u);
   EXPECT_EQ(m.an.summary.gpus, 2u);
@@ -332,8 +337,7 @@ TEST(GpuDistributed, StragglerIsNamedAndPriced) {
   REQUIRE_TWO_GPUS();
   const Recorded& m = Straggler();
   ASSERT_RUN_OK(m);
-  ASSERT_NO_FATAL_FAILURE(ExpectTwoCompleteRanks(m.run));
-  ExpectIdleLaunchers(m.launchers);
+  ASSERT_NO_FATAL_FAILURE(ExpectRanksAndLauncher(m));
   const DistributedSummary& d = m.an.dist;
   ASSERT_EQ(d.ranks.size(), 2u);
   EXPECT_GE(d.collectives.size(), static_cast<size_t>(kSteps));
@@ -388,8 +392,7 @@ TEST(GpuDistributed, BalancedRaisesNoImbalance) {
   REQUIRE_TWO_GPUS();
   const Recorded& m = Balanced();
   ASSERT_RUN_OK(m);
-  ASSERT_NO_FATAL_FAILURE(ExpectTwoCompleteRanks(m.run));
-  ExpectIdleLaunchers(m.launchers);
+  ASSERT_NO_FATAL_FAILURE(ExpectRanksAndLauncher(m));
   const DistributedSummary& d = m.an.dist;
   EXPECT_GE(d.collectives.size(), static_cast<size_t>(kSteps));
   uint64_t longest = 0;
@@ -463,8 +466,7 @@ TEST(GpuDistributed, CaptureRecordsThreeStepsPerRank) {
 
   const Recorded& m = Capture3();
   ASSERT_RUN_OK(m);
-  ASSERT_NO_FATAL_FAILURE(ExpectTwoCompleteRanks(m.run));
-  ExpectIdleLaunchers(m.launchers);
+  ASSERT_NO_FATAL_FAILURE(ExpectRanksAndLauncher(m));
   for (const ProcessTrace& p : m.run.processes) {
     uint64_t windows = 0, kernels = 0;
     for (const Record& r : p.records) {
@@ -490,8 +492,7 @@ TEST(GpuDistributed, TorchDistributedRunSetsRanks) {
       DdpJob({Python(), "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29524"},
              {"--steps", "10"}));
   ASSERT_RUN_OK(*m);
-  ASSERT_NO_FATAL_FAILURE(ExpectTwoCompleteRanks(m->run));
-  ExpectIdleLaunchers(m->launchers);
+  ASSERT_NO_FATAL_FAILURE(ExpectRanksAndLauncher(*m));
   for (const ProcessTrace& p : m->run.processes) {
     EXPECT_EQ(p.Meta("world_size"), "2") << p.Label();
     EXPECT_EQ(p.Meta("local_rank"), std::to_string(p.rank)) << p.Label();
@@ -532,8 +533,7 @@ TEST(GpuDistributed, MpirunSetsRanks) {
   launcher.insert(launcher.end(), {"-np", "2", Python()});
   static const std::unique_ptr<Recorded> m = Make("mpirun", {}, DdpJob(launcher, {"--steps", "5"}));
   ASSERT_RUN_OK(*m);
-  ASSERT_NO_FATAL_FAILURE(ExpectTwoCompleteRanks(m->run));
-  ExpectIdleLaunchers(m->launchers);
+  ASSERT_NO_FATAL_FAILURE(ExpectRanksAndLauncher(*m));
   for (const ProcessTrace& p : m->run.processes) EXPECT_EQ(p.Meta("world_size"), "2") << p.Label();
 }
 
@@ -547,8 +547,7 @@ TEST(GpuDistributed, TraceDirWritesOneTracePerRank) {
       DdpJob(Torchrun(29525), {"--steps", "10", "--straggler-rank", "1", "--straggler-ms", "20"}),
       {traces});
   ASSERT_RUN_OK(*m);
-  ASSERT_NO_FATAL_FAILURE(ExpectTwoCompleteRanks(m->run));
-  ExpectIdleLaunchers(m->launchers);
+  ASSERT_NO_FATAL_FAILURE(ExpectRanksAndLauncher(*m));
   ASSERT_TRUE(fs::is_directory(traces)) << Tail(m->result.out);
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(traces)) files.push_back(e.path());
