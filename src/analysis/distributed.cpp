@@ -3,6 +3,7 @@
 #include "kprof/distributed.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 #include <tuple>
@@ -155,9 +156,10 @@ DistributedSummary SummarizeDistributed(const Timeline& tl, const DeviceKeys& ke
     u.rank = p.rank;
     u.pid = p.pid;
     u.label = p.Label();
-    std::vector<Interval> cls[3];
+    // Each activity's interval once, by device and class; merged per device before the process's
+    // and the device's lists are made of them (a large run holds millions of activities).
+    std::vector<std::array<std::vector<Interval>, 3>> by_dev(ndev);
     std::unordered_map<const std::string*, bool> is_comm;
-    std::set<size_t> used;
     Comm comm;
     for (const Record* r : t.acts) {
       const uint64_t s = r->start_ns, e = std::max(r->start_ns, r->end_ns);
@@ -180,12 +182,17 @@ DistributedSummary SummarizeDistributed(const Timeline& tl, const DeviceKeys& ke
       } else if (r->Kind() == RecordKind::GraphLaunch) {
         c = WorkClass::Compute;
       }
-      cls[static_cast<int>(c)].emplace_back(s, e);
-      const size_t d = keys.Index(i, r->device);
-      devs[d].cls[static_cast<int>(c)].emplace_back(s, e);
-      used.insert(d);
+      by_dev[keys.Index(i, r->device)][static_cast<int>(c)].emplace_back(s, e);
     }
-    for (size_t d : used) {
+    std::vector<Interval> cls[3];
+    for (size_t d = 0; d < ndev; ++d) {
+      auto& lists = by_dev[d];
+      if (lists[0].empty() && lists[1].empty() && lists[2].empty()) continue;
+      for (int c = 0; c < 3; ++c) {
+        const std::vector<Interval> merged = Merged(lists[c]);
+        devs[d].cls[c].insert(devs[d].cls[c].end(), merged.begin(), merged.end());
+        cls[c].insert(cls[c].end(), merged.begin(), merged.end());
+      }
       devs[d].users.insert(D.ranks.size());
       devs[d].spans.insert(devs[d].spans.end(), spans[i].begin(), spans[i].end());
       u.devices += (u.devices.empty() ? "" : ", ") + keys.Devices()[d];
