@@ -180,7 +180,7 @@ TEST(Distributed, PerGpuAndPerRankPartitionsAddUp) {
   for (const RankUsage& r : D.ranks) {
     EXPECT_EQ(r.compute_ns + r.comm_only_ns + r.copy_only_ns + r.idle_ns, r.wall_ns) << r.label;
     EXPECT_EQ(r.comm_ns, r.comm_only_ns + r.overlap_ns);
-    EXPECT_EQ(r.comm_kernels, 11u);  // the start-up broadcast and 10 all-reduces
+    EXPECT_EQ(r.comm_kernels, 11u);          // the start-up broadcast and 10 all-reduces
     EXPECT_EQ(r.compute_ns, 10 * 10 * kMs);  // forward + backward, 10 ms a step
     kernels += r.kernels;
     kernel_ns += r.kernel_ns;
@@ -371,7 +371,8 @@ TEST(DistributedReport, TablesJsonAndMarkdownOfTwoRanks) {
   EXPECT_NE(out.find("dev 1 NVIDIA H100 80GB HBM3"), std::string::npos);
   EXPECT_NE(out.find("\nRanks ("), std::string::npos);
   EXPECT_NE(out.find("all ranks"), std::string::npos);
-  EXPECT_NE(out.find("11 matched across ranks on 1 communicator (10 AllReduce, 1 Broadcast)"), std::string::npos)
+  EXPECT_NE(out.find("11 matched across ranks on 1 communicator (10 AllReduce, 1 Broadcast)"),
+            std::string::npos)
       << out;
   EXPECT_NE(out.find("rank-imbalance: rank 1 is the straggler"), std::string::npos) << out;
   EXPECT_EQ(out.find("\nProcesses\n"), std::string::npos);
