@@ -26,9 +26,6 @@ uint64_t UnionOf(const std::vector<Interval>& a, const std::vector<Interval>& b)
   return Length(Merge(std::move(all)));
 }
 
-/// The merged, sorted list of `v` (appended in start order, mostly: one sort at most).
-std::vector<Interval> Merged(std::vector<Interval>& v) { return Merge(std::move(v)); }
-
 }  // namespace
 
 bool IsCommKernel(std::string_view n) {
@@ -189,7 +186,7 @@ DistributedSummary SummarizeDistributed(const Timeline& tl, const DeviceKeys& ke
       auto& lists = by_dev[d];
       if (lists[0].empty() && lists[1].empty() && lists[2].empty()) continue;
       for (int c = 0; c < 3; ++c) {
-        const std::vector<Interval> merged = Merged(lists[c]);
+        const std::vector<Interval> merged = Merge(std::move(lists[c]));
         devs[d].cls[c].insert(devs[d].cls[c].end(), merged.begin(), merged.end());
         cls[c].insert(cls[c].end(), merged.begin(), merged.end());
       }
@@ -197,7 +194,8 @@ DistributedSummary SummarizeDistributed(const Timeline& tl, const DeviceKeys& ke
       devs[d].spans.insert(devs[d].spans.end(), spans[i].begin(), spans[i].end());
       u.devices += (u.devices.empty() ? "" : ", ") + keys.Devices()[d];
     }
-    std::vector<Interval> compute = Merged(cls[0]), commiv = Merged(cls[1]), copy = Merged(cls[2]);
+    std::vector<Interval> compute = Merge(std::move(cls[0])), commiv = Merge(std::move(cls[1])),
+                          copy = Merge(std::move(cls[2]));
     u.wall_ns = Length(spans[i]);
     u.compute_ns = Length(compute);
     u.comm_ns = Length(commiv);
@@ -224,8 +222,8 @@ DistributedSummary SummarizeDistributed(const Timeline& tl, const DeviceKeys& ke
     DeviceUsage u;
     u.key = keys.Devices()[d];
     for (size_t r : v.users) u.users.push_back(D.ranks[r].label);
-    std::vector<Interval> compute = Merged(v.cls[0]), comm = Merged(v.cls[1]),
-                          copy = Merged(v.cls[2]);
+    std::vector<Interval> compute = Merge(std::move(v.cls[0])), comm = Merge(std::move(v.cls[1])),
+                          copy = Merge(std::move(v.cls[2]));
     u.wall_ns = Length(Merge(std::move(v.spans)));
     u.compute_ns = Length(compute);
     u.comm_ns = Length(comm);
