@@ -293,6 +293,60 @@ TEST(RankImbalance, NamesTheStragglerAndPricesTheOthersWaiting) {
   EXPECT_TRUE(range) << ::testing::PrintToString(h->evidence);
 }
 
+// DDP's shape, as recorded on the H100: each step a forward (5 ms), the first bucket's
+// all-reduce launched as soon as it is ready, then the rest of the backward (2 ms, a 2 ms launch
+// gap, 3 ms) and the second bucket's all-reduce. Rank 1 loads its batch 20 ms late. Rank 0's
+// launch gap falls inside its first all-reduce, which waits for rank 1 (its GPU counts busy
+// there), while rank 1's own gap is idle: rank 1's GPU sits idle 22 ms a step more than rank
+// 0's, and rank 0 waits 26 ms (20 in the first all-reduce, 6 in the second, which it reached
+// held by the first). The job loses 20 ms a step: rank 1's lateness at the all-reduce rank 0
+// reached on its own.
+TEST(RankImbalance, TheOthersLaunchGapsUnderTheirWaitAreNotTheStragglers) {
+  kprof::Run run;
+  const uint64_t steps = 10;
+  for (uint16_t rank = 0; rank < 2; ++rank) {
+    TraceBuilder b(1000 + rank);
+    b.Device(rank, "NVIDIA H100 80GB HBM3", 132);
+    b.Trace().rank = rank;
+    b.Trace().meta["hostname"] = "node1";
+    for (uint64_t i = 0; i < steps; ++i) {
+      const uint64_t t = 1000 * kMs + i * 50 * kMs, go = t + (rank ? 20 * kMs : 0);
+      const uint64_t first = t + 20 * kMs + 5 * kMs;    // rank 1's arrival at the first
+      const uint64_t second = t + 20 * kMs + 12 * kMs;  // and at the second all-reduce
+      b.Range("step", t, t + 45 * kMs);
+      b.Range("load_batch", t, go);
+      const auto launch = [&](const char* name, uint64_t start, uint64_t end, Dim3 grid,
+                              uint32_t stream) {
+        b.Kernel(name, start, end, b.Api("cudaLaunchKernel", start - 20 * kUs, start - 10 * kUs),
+                 grid, stream, rank);
+      };
+      launch("forward_gemm", go, go + 5 * kMs, {1024, 1, 1}, 7);
+      launch(kAllReduce, go + 5 * kMs, first + 1 * kMs, {24, 1, 1}, 20);
+      launch("backward_gemm", go + 5 * kMs, go + 7 * kMs, {1024, 1, 1}, 7);
+      launch("backward_gemm", go + 9 * kMs, go + 12 * kMs, {1024, 1, 1}, 7);
+      launch(kAllReduce, std::max(go + 12 * kMs, first + 1 * kMs), second + 1 * kMs, {24, 1, 1},
+             20);
+    }
+    run.processes.push_back(b.Trace());
+  }
+  Timeline tl = BuildTimeline(run);
+  Analysis a = Analyze(tl);
+  EXPECT_EQ(a.dist.ranks[0].wait_ns, steps * 26 * kMs);
+  const std::vector<Hint> hints = ComputeHints(tl, a);
+  const Hint* h = Find(hints, "rank-imbalance");
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->est_saving_ns, steps * 20 * kMs);
+  // Beyond rank 0 over the span (from rank 0's first arrival): 215 ms idle and 5 ms of compute
+  // (rank 1's first forward falls in the span, rank 0's before it), 22 ms a step; the lateness
+  // where rank 0 arrived on its own is 20 ms a step.
+  bool both = false;
+  for (const std::string& e : h->evidence)
+    both |= e.find(
+                "sat idle 215.00 ms more than the other ranks' and computed 5.00 ms more; it "
+                "arrived 200.00 ms after them") != std::string::npos;
+  EXPECT_TRUE(both) << ::testing::PrintToString(h->evidence);
+}
+
 TEST(RankImbalance, NoHintWhenRanksTakeTurnsOrArriveTogether) {
   // Arriving together: no wait at all.
   {
