@@ -13,6 +13,7 @@
 #include <cupti_range_profiler.h>
 #include <cupti_target.h>
 #include <cxxabi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -25,6 +26,8 @@
 #include <map>
 #include <mutex>
 #include <regex>
+#include <set>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -63,6 +66,10 @@ Settings g_set;
 bool g_debug = false;
 // KPROF_REPLAY_KEEP_ENABLED=1: the range profiler stays enabled between replays (for testing).
 bool g_keep_enabled = false;
+// KPROF_COUNTERS_EVALUATE=0: PM sampling decodes but evaluates no sample (no samples are kept;
+// for measuring what evaluation costs the program, docs/counters.md).
+bool g_evaluate = true;
+uint64_t g_counters_started_ns = 0;  // when the agent started the counters (debug timings)
 
 // Problems, said once each, kept for the meta written at the end.
 std::mutex g_problem_mu;
@@ -134,7 +141,7 @@ CUpti_Profiler_Host_Object* NewHost(CUpti_ProfilerType type, const std::string& 
   KPROF_PARAMS(CUpti_Profiler_Host_Initialize_Params, p);
   p.profilerType = type;
   p.pChipName = chip.c_str();
-  p.pCounterAvailabilityImage = avail.data();
+  p.pCounterAvailabilityImage = avail.empty() ? nullptr : avail.data();
   if (!Ok(cuptiProfilerHostInitialize(&p), "cuptiProfilerHostInitialize")) return nullptr;
   return p.pHostObject;
 }
@@ -245,7 +252,8 @@ struct Sampler {
   uint32_t device = 0;
   CUpti_PmSampling_Object* obj = nullptr;
   HostConfig config;                 // kept alive until Disable (CUPTI keeps pointers into it)
-  std::vector<uint8_t> data, blank;  // the counter data image and a freshly initialised copy
+  std::vector<uint8_t> data, blank;  // the counter data image and a freshly initialised copy,
+                                     // made by the first decode (on the sampling thread)
   uint64_t started_ns = 0;
   uint32_t next_index = 0;
   uint64_t last_end_ns = 0;  // of the last sample kept
@@ -298,11 +306,24 @@ void Step(const char* what, uint64_t& t) {
   t = now;
 }
 
-bool StartSampler(uint32_t device, Sampler& s) {
+// What a device's sampling needs before it can be enabled: the chip, whether it supports PM
+// sampling and the host configuration. Done by the preparation thread while the program makes
+// its first context (see Preparation), else on the program's thread.
+struct DevicePrep {
+  bool ok = false;
+  bool with_availability = false;  // configured with the device's counter availability
+  HostConfig config;
+};
+
+// The configuration is made from the chip's name alone unless `availability` (or
+// KPROF_PM_AVAILABILITY=1): the device's counter availability query took 0.18-0.21 s on the
+// H100, and run beside the program's first context it delayed that context by as much. A
+// configuration the device refuses is made again with it (RunSampler).
+bool PrepareDevice(uint32_t device, DevicePrep& p, bool availability) {
   uint64_t t = Now();
-  s.device = device;
   const std::string chip = ChipName(device);
   if (chip.empty()) return false;
+  Step("chip name", t);
   KPROF_PARAMS(CUpti_Profiler_DeviceSupported_Params, ds);
   CUdevice cu_dev = 0;
   if (cuDeviceGet(&cu_dev, static_cast<int>(device)) != CUDA_SUCCESS) return false;
@@ -319,18 +340,34 @@ bool StartSampler(uint32_t device, Sampler& s) {
             ")");
     return false;
   }
-  KPROF_PARAMS(CUpti_PmSampling_GetCounterAvailability_Params, ca);
-  ca.deviceIndex = device;
-  if (!Ok(cuptiPmSamplingGetCounterAvailability(&ca), "cuptiPmSamplingGetCounterAvailability"))
-    return false;
-  std::vector<uint8_t> avail(ca.counterAvailabilityImageSize);
-  ca.pCounterAvailabilityImage = avail.data();
-  if (!Ok(cuptiPmSamplingGetCounterAvailability(&ca), "cuptiPmSamplingGetCounterAvailability"))
-    return false;
-  Step("chip, support and counter availability", t);
-  if (!Configure(CUPTI_PROFILER_TYPE_PM_SAMPLING, chip, avail, SampledMetrics(), true, s.config))
+  Step("device supported", t);
+  std::vector<uint8_t> avail;
+  const char* query = std::getenv("KPROF_PM_AVAILABILITY");
+  p.with_availability = availability || (query != nullptr && std::strcmp(query, "1") == 0);
+  if (p.with_availability) {
+    KPROF_PARAMS(CUpti_PmSampling_GetCounterAvailability_Params, ca);
+    ca.deviceIndex = device;
+    if (!Ok(cuptiPmSamplingGetCounterAvailability(&ca), "cuptiPmSamplingGetCounterAvailability"))
+      return false;
+    avail.resize(ca.counterAvailabilityImageSize);
+    ca.pCounterAvailabilityImage = avail.data();
+    if (!Ok(cuptiPmSamplingGetCounterAvailability(&ca), "cuptiPmSamplingGetCounterAvailability"))
+      return false;
+    Step("counter availability", t);
+  }
+  if (!Configure(CUPTI_PROFILER_TYPE_PM_SAMPLING, chip, avail, SampledMetrics(), true, p.config))
     return false;
   Step("host configuration", t);
+  p.ok = true;
+  return true;
+}
+
+// The part of a set-up that needs the device's context: on the program's thread, in the
+// context's callback, so that sampling runs from the program's first kernel. With `refused`,
+// a configuration the device refuses is not reported but said there.
+bool EnableSampler(uint32_t device, Sampler& s, bool* refused = nullptr) {
+  uint64_t t = Now();
+  s.device = device;
   KPROF_PARAMS(CUpti_PmSampling_Enable_Params, en);
   en.deviceIndex = device;
   if (!Ok(cuptiPmSamplingEnable(&en), "cuptiPmSamplingEnable")) return false;
@@ -344,25 +381,19 @@ bool StartSampler(uint32_t device, Sampler& s) {
   sc.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
   sc.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
   Step("enable", t);
-  if (!Ok(cuptiPmSamplingSetConfig(&sc), "cuptiPmSamplingSetConfig")) return false;
+  // KPROF_PM_REFUSE_CHIP_CONFIG=1 (tests): the device refuses a configuration made from the
+  // chip's name, so that the retry with its availability runs on a device that accepts it.
+  const char* refuse = std::getenv("KPROF_PM_REFUSE_CHIP_CONFIG");
+  const CUptiResult configured =
+      refused != nullptr && refuse != nullptr && std::strcmp(refuse, "1") == 0
+          ? CUPTI_ERROR_INVALID_PARAMETER
+          : cuptiPmSamplingSetConfig(&sc);
+  if (configured != CUPTI_SUCCESS && refused != nullptr) {
+    *refused = true;
+    return false;
+  }
+  if (!Ok(configured, "cuptiPmSamplingSetConfig")) return false;
   Step("set config", t);
-  KPROF_PARAMS(CUpti_PmSampling_GetCounterDataSize_Params, cs);
-  cs.pPmSamplingObject = s.obj;
-  cs.pMetricNames = s.config.ptrs.data();
-  cs.numMetrics = s.config.ptrs.size();
-  cs.maxSamples = SamplesPerDecode(g_set.interval_ns);
-  if (!Ok(cuptiPmSamplingGetCounterDataSize(&cs), "cuptiPmSamplingGetCounterDataSize"))
-    return false;
-  s.data.assign(cs.counterDataSize, 0);
-  KPROF_PARAMS(CUpti_PmSampling_CounterDataImage_Initialize_Params, ci);
-  ci.pPmSamplingObject = s.obj;
-  ci.counterDataSize = s.data.size();
-  ci.pCounterData = s.data.data();
-  if (!Ok(cuptiPmSamplingCounterDataImageInitialize(&ci),
-          "cuptiPmSamplingCounterDataImageInitialize"))
-    return false;
-  s.blank = s.data;
-  Step("counter data image", t);
   s.started_ns = Now();
   KPROF_PARAMS(CUpti_PmSampling_Start_Params, st);
   st.pPmSamplingObject = s.obj;
@@ -372,9 +403,38 @@ bool StartSampler(uint32_t device, Sampler& s) {
   return true;
 }
 
+// The counter data image, made once, by the first decode: the program's thread does not wait
+// for it (94 ms of a 0.38 s set-up on the H100 with five metrics), and the samples wait in the
+// hardware buffer meanwhile.
+bool MakeImage(Sampler& s) {
+  if (!s.data.empty()) return true;
+  uint64_t t = Now();
+  KPROF_PARAMS(CUpti_PmSampling_GetCounterDataSize_Params, cs);
+  cs.pPmSamplingObject = s.obj;
+  cs.pMetricNames = s.config.ptrs.data();
+  cs.numMetrics = s.config.ptrs.size();
+  cs.maxSamples = SamplesPerDecode(g_set.interval_ns);
+  if (!Ok(cuptiPmSamplingGetCounterDataSize(&cs), "cuptiPmSamplingGetCounterDataSize"))
+    return false;
+  std::vector<uint8_t> image(cs.counterDataSize, 0);
+  KPROF_PARAMS(CUpti_PmSampling_CounterDataImage_Initialize_Params, ci);
+  ci.pPmSamplingObject = s.obj;
+  ci.counterDataSize = image.size();
+  ci.pCounterData = image.data();
+  if (!Ok(cuptiPmSamplingCounterDataImageInitialize(&ci),
+          "cuptiPmSamplingCounterDataImageInitialize"))
+    return false;
+  s.blank = image;
+  s.data = std::move(image);
+  Step("counter data image (sampling thread)", t);
+  return true;
+}
+
 // Decodes what the hardware holds into records; returns false when decoding failed.
 bool Decode(Sampler& s, bool until_empty) {
+  if (!MakeImage(s)) return false;
   const uint64_t decode_start_ns = Now();
+  uint64_t decode_ns = 0, evaluate_ns = 0;  // KPROF_COUNTERS_DEBUG's split
   if (g_debug)
     std::fprintf(stderr, "kprof agent: counters: decode device %u at %+.3f s begins\n", s.device,
                  (decode_start_ns - s.started_ns) * 1e-9);
@@ -383,7 +443,9 @@ bool Decode(Sampler& s, bool until_empty) {
     dd.pPmSamplingObject = s.obj;
     dd.pCounterDataImage = s.data.data();
     dd.counterDataImageSize = s.data.size();
+    const uint64_t decode_call_ns = Now();
     const CUptiResult decoded = cuptiPmSamplingDecodeData(&dd);
+    decode_ns += Now() - decode_call_ns;
     if (dd.overflow != 0)
       Problem(
           "PM sampling: the hardware buffer overflowed (samples lost; a longer "
@@ -418,7 +480,10 @@ bool Decode(Sampler& s, bool until_empty) {
       if (s.last_end_ns != 0 && si.startTimestamp > s.last_end_ns + len / 2)
         s.lost_ns += si.startTimestamp - s.last_end_ns;
       s.last_end_ns = std::max(s.last_end_ns, si.endTimestamp);
+      if (!g_evaluate) continue;
+      const uint64_t evaluate_call_ns = Now();
       if (!Evaluate(s.config, s.data, i, values)) return false;
+      evaluate_ns += Now() - evaluate_call_ns;
       for (size_t m = 0; m < values.size(); ++m) {
         if (!std::isfinite(values[m])) continue;
         Record r;
@@ -436,12 +501,12 @@ bool Decode(Sampler& s, bool until_empty) {
       std::fprintf(stderr,
                    "kprof agent: counters: decode device %u at %+.3f s: stop reason %d, overflow "
                    "%d, %zu populated, %zu completed, %zu kept (%.3f..%.3f s), %zu before start, "
-                   "%.1f ms\n",
+                   "%.1f ms (DecodeData %.1f ms, evaluation %.1f ms)\n",
                    s.device, (Now() - s.started_ns) * 1e-9, static_cast<int>(dd.decodeStopReason),
                    static_cast<int>(dd.overflow), gi.numPopulatedSamples, gi.numCompletedSamples,
                    kept, kept ? (first_ns - s.started_ns) * 1e-9 : 0.0,
                    kept ? (last_ns - s.started_ns) * 1e-9 : 0.0, early,
-                   (Now() - decode_start_ns) * 1e-6);
+                   (Now() - decode_start_ns) * 1e-6, decode_ns * 1e-6, evaluate_ns * 1e-6);
     s.data = s.blank;  // the image, initialised again (a copy is faster than initialising)
     if (dd.decodeStopReason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS) return true;
     if (gi.numPopulatedSamples == 0) return true;  // nothing more is coming
@@ -526,30 +591,194 @@ void StopSampling(bool last) {
 
 void StopSamplingAtExit() { StopSampling(true); }
 
-// A device's first context: starts its sampler, on the program's thread (see SamplingState).
-void StartSampling(uint32_t device) {
-  SamplingState& st = Sampling();
-  std::lock_guard<std::mutex> lock(st.start_mu);
-  if (!st.devices_tried.insert(device).second) return;
-  {
-    std::lock_guard<std::mutex> state(st.mu);
-    if (st.stop) return;
+// The preparation thread (`--metrics sampled`): when the program calls into the driver to make
+// a device's context (cuDevicePrimaryCtxRetain, cuCtxCreate: the callbacks' API entry), that
+// device is queued, and a thread of the agent's own prepares it (cuptiProfilerInitialize, which
+// loads CUPTI's profiler libraries, and PrepareDevice: about 90 ms on the H100) while the driver
+// makes the context. In the context's callback the program's thread takes the preparation
+// (it was ready in every run on the H100), and enables and starts sampling itself (SetConfig,
+// 0.13-0.15 s).
+//
+// Why then and not from the agent's start: the program's thread is inside the driver while the
+// preparation runs, so the program cannot end under it. Started with the agent (inside cuInit),
+// a program that exited 0-60 ms later crashed inside CUPTI (SIGSEGV, or std::out_of_range from
+// CUPTI's host library) while the preparation ran, whatever exit handler waited for it: the
+// objects CUPTI makes as it goes register their destructors after any handler of ours.
+// PrepExitGuard (an exit handler, registered again after each step) still stops the preparation
+// between steps and waits for the step under way, for a program's other thread that exits.
+struct Preparation {
+  std::mutex mu;
+  std::condition_variable cv;
+  // The process the thread runs in, read before `mu` is taken: a forked child has no thread,
+  // and its copy of `mu` may be held by the thread it does not have.
+  std::atomic<pid_t> pid{0};
+  bool running = false;                    // the thread has not finished
+  bool abort = false;                      // the process is exiting: stop between steps
+  std::vector<uint32_t> queue;             // devices to prepare, in the order asked
+  std::set<uint32_t> asked;                // every device ever queued (or started without)
+  std::map<uint32_t, DevicePrep> devices;  // prepared (ok or not), not yet taken
+  std::set<uint32_t> handoff;              // to start here when done (TakePrepared timed out)
+};
+Preparation& Prep() {
+  static auto* p = new Preparation();  // leaked, as the agent's state
+  return *p;
+}
+
+void RunSampler(uint32_t device, DevicePrep& prepared, uint64_t t0);
+
+void PrepExitGuard() {
+  Preparation& p = Prep();
+  if (p.pid != getpid()) return;
+  std::unique_lock<std::mutex> lock(p.mu);
+  if (!p.running) return;
+  p.abort = true;
+  p.cv.wait_for(lock, std::chrono::milliseconds(kExitFlushTimeoutMs), [&] { return !p.running; });
+}
+
+void PrepLoop() {
+  BlockSignalsInThisThread();
+  Preparation& p = Prep();
+  // After each step: the guard again (after what the step registered), and whether to go on.
+  const auto step_done = [&] {
+    std::atexit(PrepExitGuard);
+    std::lock_guard<std::mutex> lock(p.mu);
+    return !p.abort;
+  };
+  std::unique_lock<std::mutex> lock(p.mu);
+  while (!p.queue.empty() && !p.abort) {
+    const uint32_t d = p.queue.front();
+    p.queue.erase(p.queue.begin());
+    lock.unlock();
+    uint64_t t = Now();
+    DevicePrep prepared;
+    if (InitProfiler()) {
+      Step("cuptiProfilerInitialize (preparation thread)", t);
+      if (step_done()) PrepareDevice(d, prepared, false);
+    }
+    const bool go_on = step_done();
+    lock.lock();
+    const bool start_here = p.handoff.erase(d) != 0;
+    if (!start_here) p.devices.emplace(d, std::move(prepared));
+    p.cv.notify_all();
+    if (start_here && go_on) {
+      lock.unlock();
+      RunSampler(d, prepared, 0);
+      step_done();
+      lock.lock();
+    }
   }
-  const uint64_t t0 = Now();
-  if (!InitProfiler()) return;
-  auto sp = std::make_unique<Sampler>();
-  const bool ok = StartSampler(device, *sp);
-  if (!ok) StopSampler(*sp);
-  Record over;  // the program waited for kprof: not the program's own time
+  p.queue.clear();
+  p.running = false;
+  p.cv.notify_all();
+}
+
+// A context-creating call's entry for `device`: queues its preparation (once per device and
+// process), starting the thread if it is not running.
+void AskPreparation(uint32_t device) {
+  Preparation& p = Prep();
+  const pid_t self = getpid();
+  pid_t none = 0;
+  if (p.pid != self && !p.pid.compare_exchange_strong(none, self)) return;  // a forked child
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (p.abort || !p.asked.insert(device).second) return;
+  p.queue.push_back(device);
+  if (p.running) return;
+  if (std::atexit(PrepExitGuard) != 0) {
+    p.queue.clear();  // no guard, no thread: the context's callback prepares it
+    return;
+  }
+  p.running = true;
+  try {
+    std::thread(PrepLoop).detach();  // it ends by itself; PrepExitGuard waits for it at exit
+  } catch (const std::system_error&) {
+    p.running = false;
+    p.queue.clear();
+  }
+}
+
+// How long a device's first context waits for its preparation before handing the rest of the
+// set-up to the preparation thread: bounded, in case the preparation's CUPTI calls wait for the
+// driver while the program's thread is inside the context's callback (never seen on the H100).
+constexpr int kPrepWaitMs = 500;
+
+enum class Taken : uint8_t {
+  Here,       // `out` holds the device's preparation (ok or not): start the sampler here
+  HandedOff,  // not ready in time: the preparation thread starts the sampler when it is
+  None,       // no preparation was asked for it here (a forked child, a context made
+              // otherwise): prepare it here
+};
+
+Taken TakePrepared(uint32_t device, DevicePrep& out) {
+  Preparation& p = Prep();
+  if (p.pid != getpid()) return Taken::None;
+  std::unique_lock<std::mutex> lock(p.mu);
+  const bool asked = !p.asked.insert(device).second;
+  // Asked here, so the thread has it queued or under way, or it finished.
+  const auto settled = [&] { return p.devices.count(device) != 0 || !p.running; };
+  if (!asked) return Taken::None;
+  if (!p.cv.wait_for(lock, std::chrono::milliseconds(kPrepWaitMs), settled)) {
+    p.handoff.insert(device);
+    return Taken::HandedOff;
+  }
+  auto it = p.devices.find(device);
+  if (it == p.devices.end()) return Taken::None;
+  out = std::move(it->second);
+  p.devices.erase(it);
+  return Taken::Here;
+}
+
+// The time the program's thread waited for the set-up: kprof's, not the program's own.
+void SetupOverhead(uint64_t start_ns, uint64_t end_ns) {
+  Record over;
   over.kind = static_cast<uint8_t>(RecordKind::Overhead);
   over.device = kNoDevice;
-  over.start_ns = t0;
-  over.end_ns = Now();
+  over.start_ns = start_ns;
+  over.end_ns = end_ns;
   over.a = static_cast<uint32_t>(OverheadKind::CounterSetup);
   Emit(over, "Counter Setup");
+}
+
+// Enables and starts `device`'s sampler from its preparation and hands it to the sampling
+// thread. `t0`: when the program's thread began to wait for kprof in the device's first context
+// (an Overhead record), 0 on the preparation thread.
+void RunSampler(uint32_t device, DevicePrep& prepared, uint64_t t0) {
+  SamplingState& st = Sampling();
+  {
+    std::lock_guard<std::mutex> state(st.mu);
+    if (st.stop) {
+      FreeHost(prepared.config.host);
+      return;
+    }
+  }
+  auto sp = std::make_unique<Sampler>();
+  sp->config = std::move(prepared.config);
+  bool refused = false;
+  bool ok =
+      prepared.ok && EnableSampler(device, *sp, prepared.with_availability ? nullptr : &refused);
+  if (refused) {
+    // Made from the chip's name, refused by the device (its counters differ from its chip's):
+    // again with its counter availability, which leaves out the metrics it cannot give.
+    if (g_debug)
+      std::fprintf(stderr,
+                   "kprof agent: counters: device %u refused the configuration made from its "
+                   "chip's name; again with its counter availability\n",
+                   device);
+    StopSampler(*sp);
+    sp = std::make_unique<Sampler>();
+    DevicePrep again;
+    ok = PrepareDevice(device, again, true);
+    sp->config = std::move(again.config);
+    ok = ok && EnableSampler(device, *sp);
+  }
+  if (!ok) StopSampler(*sp);
+  const uint64_t end = Now();
+  if (t0 != 0) SetupOverhead(t0, end);
   if (g_debug)
-    std::fprintf(stderr, "kprof agent: counters: PM sampling set up on device %u in %.1f ms%s\n",
-                 device, (over.end_ns - t0) * 1e-6, ok ? "" : " (failed)");
+    std::fprintf(stderr, "kprof agent: counters: PM sampling set up on device %u %s %.1f ms%s\n",
+                 device,
+                 t0 != 0 ? "(on the program's thread), which waited"
+                         : "by the preparation thread, the program waiting",
+                 t0 != 0 ? (end - t0) * 1e-6 : 0.0, ok ? "" : " (failed)");
   if (!ok) return;
   {
     std::lock_guard<std::mutex> guard(st.samplers_mu);
@@ -561,6 +790,42 @@ void StartSampling(uint32_t device) {
     st.thread = std::thread(SamplingLoop);
   }
   if (!st.exit_handler) st.exit_handler = std::atexit(StopSamplingAtExit) == 0;
+}
+
+// A device's first context (on the program's thread, which waits: see SamplingState): takes its
+// preparation and starts its sampler, or hands it to the preparation thread (Preparation).
+void StartSampling(uint32_t device) {
+  SamplingState& st = Sampling();
+  std::lock_guard<std::mutex> lock(st.start_mu);
+  if (!st.devices_tried.insert(device).second) return;
+  {
+    std::lock_guard<std::mutex> state(st.mu);
+    if (st.stop) return;
+  }
+  const uint64_t t0 = Now();
+  if (g_debug)
+    std::fprintf(stderr,
+                 "kprof agent: counters: device %u's first context %.1f ms after the agent "
+                 "started\n",
+                 device, (t0 - g_counters_started_ns) * 1e-6);
+  DevicePrep prepared;
+  uint64_t t = t0;
+  switch (TakePrepared(device, prepared)) {
+    case Taken::Here:
+      Step("waiting for the preparation thread", t);
+      break;
+    case Taken::HandedOff: {
+      Step("waiting for the preparation thread, then handed to it", t);
+      SetupOverhead(t0, Now());
+      return;
+    }
+    case Taken::None:
+      if (!InitProfiler()) return;
+      Step("cuptiProfilerInitialize", t);
+      PrepareDevice(device, prepared, false);
+      break;
+  }
+  RunSampler(device, prepared, t0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -854,6 +1119,31 @@ void OnLaunchExit(const CUpti_CallbackData& cb) {
 }
 
 std::atomic<bool> g_started{false};
+bool g_prepare = false;  // PM sampling's preparation thread (Preparation)
+
+// The driver calls that make a device's context: their entry queues the device's preparation.
+constexpr CUpti_CallbackId kContextCreatingCalls[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRetain, CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v3, CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v4};
+
+uint32_t ContextCallDevice(CUpti_CallbackId cbid, const CUpti_CallbackData& cb) {
+  CUdevice dev = 0;
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRetain:
+      dev = static_cast<const cuDevicePrimaryCtxRetain_params*>(cb.functionParams)->dev;
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v2:
+      dev = static_cast<const cuCtxCreate_v2_params*>(cb.functionParams)->dev;
+      break;
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v3:
+      dev = static_cast<const cuCtxCreate_v3_params*>(cb.functionParams)->dev;
+      break;
+    default:
+      dev = static_cast<const cuCtxCreate_v4_params*>(cb.functionParams)->dev;
+      break;
+  }
+  return static_cast<uint32_t>(dev);
+}
 
 }  // namespace
 
@@ -882,6 +1172,9 @@ bool ConfigureCounters() {
   };
   g_debug = std::getenv("KPROF_COUNTERS_DEBUG") != nullptr;
   g_keep_enabled = std::getenv("KPROF_REPLAY_KEEP_ENABLED") != nullptr;
+  if (const char* e = std::getenv("KPROF_COUNTERS_EVALUATE");
+      e != nullptr && std::strcmp(e, "0") == 0)
+    g_evaluate = false;
   g_set.interval_ns = number("KPROF_METRICS_INTERVAL_US", 10, 1'000'000, 200) * 1000;
   g_set.top = number("KPROF_METRICS_TOP", 1, 1000, 10);
   g_set.launches = number("KPROF_METRICS_LAUNCHES", 1, 1000, 1);
@@ -905,6 +1198,7 @@ bool ConfigureCounters() {
 
 void StartCounters(CUpti_SubscriberHandle subscriber,
                    std::vector<std::pair<std::string, std::string>>& meta) {
+  g_counters_started_ns = Now();
   std::string mode = g_set.replay ? "replay" : "";
   if (g_set.sampled) mode += mode.empty() ? "sampled" : ",sampled";
   meta.emplace_back("counters", mode);
@@ -918,8 +1212,14 @@ void StartCounters(CUpti_SubscriberHandle subscriber,
     Problem("no CUPTI callback subscriber (another tool holds it): no counters");
     return;
   }
+  // KPROF_PM_PREPARE=0: no preparation thread (everything in the first context; for measuring).
+  const char* prep = std::getenv("KPROF_PM_PREPARE");
+  g_prepare = g_set.sampled && (prep == nullptr || std::strcmp(prep, "0") != 0);
   bool ok = KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                             CUPTI_CBID_RESOURCE_CONTEXT_CREATED));
+  if (g_prepare)
+    for (CUpti_CallbackId id : kContextCreatingCalls)
+      ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id));
   if (g_set.replay) {
     for (CUpti_CallbackId id :
          {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
@@ -948,6 +1248,13 @@ bool OnCounterCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const
           cuptiGetDeviceId(rd->context, &device) == CUPTI_SUCCESS)
         StartSampling(device);
       return false;  // the agent's own context handling runs too
+    }
+    if (domain == CUPTI_CB_DOMAIN_DRIVER_API && g_prepare &&
+        std::find(std::begin(kContextCreatingCalls), std::end(kContextCreatingCalls), cbid) !=
+            std::end(kContextCreatingCalls)) {
+      const auto& cb = *static_cast<const CUpti_CallbackData*>(data);
+      if (cb.callbackSite == CUPTI_API_ENTER) AskPreparation(ContextCallDevice(cbid, cb));
+      return false;
     }
     if (domain != CUPTI_CB_DOMAIN_DRIVER_API || !IsLaunch(cbid) || !g_set.replay) return false;
     const auto& cb = *static_cast<const CUpti_CallbackData*>(data);

@@ -4,6 +4,7 @@
 // cleanly when no GPU is present.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -167,6 +168,59 @@ TEST(GpuCounters, SampledShortProgramEndsCleanly) {
   EXPECT_TRUE(m.run.processes[0].complete) << r.out;
   EXPECT_EQ(m.an.counters.mode, "sampled");
   EXPECT_EQ(m.an.counters.problem, "");
+}
+
+// The sampling configuration is made from the chip's name (the counter availability query, run
+// beside the program's first context, delayed it by 0.15-0.25 s); one the device refuses is made
+// again with the device's availability. KPROF_PM_REFUSE_CHIP_CONFIG=1 makes the device refuse
+// the first: the samples must come all the same, with no problem reported.
+TEST(GpuCounters, SampledConfigurationRefusedIsMadeAgainWithTheAvailability) {
+  REQUIRE_GPU();
+  const std::string dir = FreshDir("counters_refused");
+  setenv("KPROF_PM_REFUSE_CHIP_CONFIG", "1", 1);
+  setenv("KPROF_COUNTERS_DEBUG", "1", 1);
+  Result r = KprofWith(dir, {"--metrics", "sampled", "--metrics-interval", "100"},
+                       {Bin("kernels/counter_characters"), "1"});
+  unsetenv("KPROF_PM_REFUSE_CHIP_CONFIG");
+  unsetenv("KPROF_COUNTERS_DEBUG");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("again with its counter availability"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("counters: counter availability"), std::string::npos) << r.out;
+  Recorded m = Analyse(dir);
+  EXPECT_EQ(m.an.counters.problem, "");
+  EXPECT_GT(m.an.counters.samples, 100u);
+  const KernelCounters* axpy = Named(m.an.counters, "stream_axpy");
+  ASSERT_NE(axpy, nullptr) << r.out;
+  EXPECT_EQ(axpy->bound, Bound::Memory);
+}
+
+// A process that loads CUDA and exits before any context, at several points of the agent's
+// preparation of PM sampling (a thread of its own, from the agent's start): each ends cleanly,
+// with its own exit status. A set-up racing a program's exit crashed it inside CUPTI's host
+// library before; the exit handler PrepExitGuard now waits for the step under way.
+TEST(GpuCounters, SampledProgramEndingDuringThePreparationEndsCleanly) {
+  REQUIRE_GPU();
+  for (const char* sleep_ms : {"0", "5", "10", "20", "40", "60", "80", "120", "250", "500"}) {
+    const std::string dir = FreshDir(std::string("counters_init_only_") + sleep_ms);
+    Result r = KprofWith(dir, {"--metrics", "sampled"}, {Bin("kernels/init_only"), "7", sleep_ms});
+    EXPECT_EQ(r.status, 7) << "after " << sleep_ms << " ms: " << r.out;
+    EXPECT_NE(r.out.find("init_only: devices="), std::string::npos) << r.out;
+  }
+}
+
+// A forked child that does no CUDA work: the preparation thread is the parent's only; the
+// child's exit must neither wait for it nor hang, and the parent's kernels are all recorded.
+TEST(GpuCounters, SampledForkedChildEndsCleanly) {
+  REQUIRE_GPU();
+  const std::string dir = FreshDir("counters_fork_child");
+  Result r = KprofWith(dir, {"--metrics", "sampled"}, {Bin("kernels/fork_child"), "100"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Recorded m = Analyse(dir);
+  uint64_t kernels = 0;
+  for (const ProcessTrace& p : m.run.processes)
+    for (const Record& rec : p.records) kernels += rec.Kind() == RecordKind::Kernel;
+  EXPECT_EQ(kernels, 200u);
+  EXPECT_EQ(m.an.counters.mode, "sampled");
 }
 
 // The top N chosen from the trace over a long loop: the run must go at its pace after the
