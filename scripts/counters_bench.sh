@@ -11,7 +11,8 @@
 #       examples/train_mlp.py --steps MLP_STEPS=800) plain, under `kprof run`, `--metrics
 #       sampled` and `--metrics replay` (top 10): DIR/cost.tsv (workload, variant, round, wall_s
 #       of the whole command, exit status) and each counted run's report; ONLY="train_step"
-#       and VARIANTS="plain sampled" narrow it
+#       and VARIANTS="plain sampled" narrow it (also sampled-base: BASE_BUILD's kprof and
+#       agent; sampled-noeval: KPROF_COUNTERS_EVALUATE=0; sampled-noprep: KPROF_PM_PREPARE=0)
 #       (DIR/cost-WORKLOAD-VARIANT-ROUND.json); medians by scripts/counters_report.py DIR.
 set -uo pipefail
 : "${OUT:?set OUT to the output folder}"
@@ -70,14 +71,30 @@ if [[ " $PHASES " == *" cost "* ]]; then
           kprof) pre=("$BUILD/kprof" run --quiet --force -o "$OUT/cost-run") ;;
           sampled) pre=("$BUILD/kprof" run --quiet --force --metrics sampled -o "$OUT/cost-run") ;;
           replay) pre=("$BUILD/kprof" run --quiet --force --metrics replay -o "$OUT/cost-run") ;;
+          # The same with another build's kprof and agent (BASE_BUILD), side by side.
+          sampled-base) pre=(env KPROF_AGENT="${BASE_BUILD:?set BASE_BUILD}/libkprof_agent.so"
+            "$BASE_BUILD/kprof" run --quiet --force --metrics sampled -o "$OUT/cost-run") ;;
+          # Sampling that decodes but evaluates nothing (KPROF_COUNTERS_EVALUATE=0).
+          sampled-noeval) pre=(env KPROF_COUNTERS_EVALUATE=0 "$BUILD/kprof" run --quiet --force
+            --metrics sampled -o "$OUT/cost-run") ;;
+          # Sampling with every set-up step in the first context (KPROF_PM_PREPARE=0).
+          sampled-noprep) pre=(env KPROF_PM_PREPARE=0 "$BUILD/kprof" run --quiet --force
+            --metrics sampled -o "$OUT/cost-run") ;;
+          # Sampling without the counter availability query (KPROF_PM_AVAILABILITY=0).
+          sampled-noavail) pre=(env KPROF_PM_AVAILABILITY=0 "$BUILD/kprof" run --quiet --force
+            --metrics sampled -o "$OUT/cost-run") ;;
+          # Sampling every 1000 us instead of 200.
+          sampled-i1000) pre=("$BUILD/kprof" run --quiet --force --metrics sampled
+            --metrics-interval 1000 -o "$OUT/cost-run") ;;
+          *) echo "unknown variant $variant" >&2; exit 2 ;;
         esac
         t0=$(now)
         # shellcheck disable=SC2086 # cmd: the workload's command line, word-split on purpose
-        timeout 90 "${pre[@]}" $cmd > "$OUT/cost-$name-$variant.log" 2>&1
+        timeout 90 "${pre[@]}" $cmd > "$OUT/cost-$name-$variant-$round.log" 2>&1
         rc=$?
         t1=$(now)
         printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$variant" "$round" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$rc" >> "$TSV"
-        if [ "$variant" = replay ] || [ "$variant" = sampled ]; then
+        if [ "$variant" = replay ] || [ "$variant" = sampled ] || [ "$variant" = sampled-base ]; then
           "$BUILD/kprof" report "$OUT/cost-run" --by kernel --format json > "$OUT/cost-$name-$variant-$round.json" 2>/dev/null
         fi
       done
