@@ -27,7 +27,6 @@
 #include <mutex>
 #include <regex>
 #include <set>
-#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -288,7 +287,9 @@ struct SamplingState {
   std::mutex mu;  // the thread's state
   std::condition_variable cv;
   std::thread thread;
-  pid_t thread_pid = 0;  // the process the thread runs in (a forked child has none)
+  // The process the thread runs in (a forked child has none), read before `mu` is taken: a
+  // child's copy of `mu` may be held by the thread it does not have.
+  std::atomic<pid_t> thread_pid{0};
   bool stop = false, stopped = false;
   bool context_gone = false;  // a context was destroyed: no more CUPTI calls for sampling
   bool finished = false;      // stopped and the last samples decoded (or given up)
@@ -559,10 +560,11 @@ void SamplingLoop() {
 // where a decode waited on the driver until the agent's exit timeout.
 void StopSampling(bool last) {
   SamplingState& st = Sampling();
+  if (st.thread_pid != getpid()) return;
   bool done = false;
   {
     std::unique_lock<std::mutex> lock(st.mu);
-    if (st.finished || !st.thread.joinable() || st.thread_pid != getpid()) return;
+    if (st.finished || !st.thread.joinable()) return;
     st.stop = true;
     st.cv.notify_all();
     if (!last) {
@@ -617,20 +619,17 @@ struct Preparation {
   std::vector<uint32_t> queue;             // devices to prepare, in the order asked
   std::set<uint32_t> asked;                // every device ever queued (or started without)
   std::map<uint32_t, DevicePrep> devices;  // prepared (ok or not), not yet taken
-  std::set<uint32_t> handoff;              // to start here when done (TakePrepared timed out)
 };
 Preparation& Prep() {
   static auto* p = new Preparation();  // leaked, as the agent's state
   return *p;
 }
 
-void RunSampler(uint32_t device, DevicePrep& prepared, uint64_t t0);
-
 void PrepExitGuard() {
   Preparation& p = Prep();
   if (p.pid != getpid()) return;
   std::unique_lock<std::mutex> lock(p.mu);
-  if (!p.running) return;
+  if (!p.running || p.abort) return;  // done, or an earlier copy of the guard waited already
   p.abort = true;
   p.cv.wait_for(lock, std::chrono::milliseconds(kExitFlushTimeoutMs), [&] { return !p.running; });
 }
@@ -644,29 +643,31 @@ void PrepLoop() {
     std::lock_guard<std::mutex> lock(p.mu);
     return !p.abort;
   };
-  std::unique_lock<std::mutex> lock(p.mu);
-  while (!p.queue.empty() && !p.abort) {
-    const uint32_t d = p.queue.front();
-    p.queue.erase(p.queue.begin());
-    lock.unlock();
-    uint64_t t = Now();
-    DevicePrep prepared;
-    if (InitProfiler()) {
-      Step("cuptiProfilerInitialize (preparation thread)", t);
-      if (step_done()) PrepareDevice(d, prepared, false);
-    }
-    const bool go_on = step_done();
-    lock.lock();
-    const bool start_here = p.handoff.erase(d) != 0;
-    if (!start_here) p.devices.emplace(d, std::move(prepared));
-    p.cv.notify_all();
-    if (start_here && go_on) {
-      lock.unlock();
-      RunSampler(d, prepared, 0);
+  try {
+    while (true) {
+      uint32_t d = 0;
+      {
+        std::lock_guard<std::mutex> lock(p.mu);
+        if (p.queue.empty() || p.abort) break;
+        d = p.queue.front();
+        p.queue.erase(p.queue.begin());
+      }
+      uint64_t t = Now();
+      DevicePrep prepared;
+      if (InitProfiler()) {
+        Step("cuptiProfilerInitialize (preparation thread)", t);
+        if (step_done()) PrepareDevice(d, prepared, false);
+      }
       step_done();
-      lock.lock();
+      std::lock_guard<std::mutex> lock(p.mu);
+      p.devices.emplace(d, std::move(prepared));
+      p.cv.notify_all();
     }
+  } catch (...) {  // no exception leaves an agent's thread: the devices left are prepared in
+                   // their contexts' callbacks
+    Problem("an error in PM sampling's preparation");
   }
+  std::lock_guard<std::mutex> lock(p.mu);
   p.queue.clear();
   p.running = false;
   p.cv.notify_all();
@@ -674,14 +675,19 @@ void PrepLoop() {
 
 // A context-creating call's entry for `device`: queues its preparation (once per device and
 // process), starting the thread if it is not running.
-void AskPreparation(uint32_t device) {
+void AskPreparation(int device) {
   Preparation& p = Prep();
   const pid_t self = getpid();
   pid_t none = 0;
+  if (device < 0) return;
   if (p.pid != self && !p.pid.compare_exchange_strong(none, self)) return;  // a forked child
   std::lock_guard<std::mutex> lock(p.mu);
-  if (p.abort || !p.asked.insert(device).second) return;
-  p.queue.push_back(device);
+  int count = 0;  // a call that will fail for a device that does not exist: nothing to prepare
+  if (p.abort || p.asked.count(static_cast<uint32_t>(device)) != 0 ||
+      cuDeviceGetCount(&count) != CUDA_SUCCESS || device >= count ||
+      !p.asked.insert(static_cast<uint32_t>(device)).second)
+    return;
+  p.queue.push_back(static_cast<uint32_t>(device));
   if (p.running) return;
   if (std::atexit(PrepExitGuard) != 0) {
     p.queue.clear();  // no guard, no thread: the context's callback prepares it
@@ -690,22 +696,23 @@ void AskPreparation(uint32_t device) {
   p.running = true;
   try {
     std::thread(PrepLoop).detach();  // it ends by itself; PrepExitGuard waits for it at exit
-  } catch (const std::system_error&) {
+  } catch (...) {
     p.running = false;
     p.queue.clear();
   }
 }
 
-// How long a device's first context waits for its preparation before handing the rest of the
-// set-up to the preparation thread: bounded, in case the preparation's CUPTI calls wait for the
-// driver while the program's thread is inside the context's callback (never seen on the H100).
-constexpr int kPrepWaitMs = 500;
+// How long a device's first context waits for its preparation (about 90 ms, ready before the
+// context in every run on the H100): bounded, in case the preparation's CUPTI calls wait for
+// the driver while the program's thread is inside the context's callback. Past it the device
+// is not sampled, and the report says why.
+constexpr int kPrepWaitMs = 1000;
 
 enum class Taken : uint8_t {
-  Here,       // `out` holds the device's preparation (ok or not): start the sampler here
-  HandedOff,  // not ready in time: the preparation thread starts the sampler when it is
-  None,       // no preparation was asked for it here (a forked child, a context made
-              // otherwise): prepare it here
+  Here,      // `out` holds the device's preparation (ok or not): start the sampler here
+  TimedOut,  // not ready in time: no sampling on this device
+  None,      // no preparation was asked for it here (a forked child, a context made
+             // otherwise): prepare it here
 };
 
 Taken TakePrepared(uint32_t device, DevicePrep& out) {
@@ -716,10 +723,7 @@ Taken TakePrepared(uint32_t device, DevicePrep& out) {
   // Asked here, so the thread has it queued or under way, or it finished.
   const auto settled = [&] { return p.devices.count(device) != 0 || !p.running; };
   if (!asked) return Taken::None;
-  if (!p.cv.wait_for(lock, std::chrono::milliseconds(kPrepWaitMs), settled)) {
-    p.handoff.insert(device);
-    return Taken::HandedOff;
-  }
+  if (!p.cv.wait_for(lock, std::chrono::milliseconds(kPrepWaitMs), settled)) return Taken::TimedOut;
   auto it = p.devices.find(device);
   if (it == p.devices.end()) return Taken::None;
   out = std::move(it->second);
@@ -739,8 +743,8 @@ void SetupOverhead(uint64_t start_ns, uint64_t end_ns) {
 }
 
 // Enables and starts `device`'s sampler from its preparation and hands it to the sampling
-// thread. `t0`: when the program's thread began to wait for kprof in the device's first context
-// (an Overhead record), 0 on the preparation thread.
+// thread, on the program's thread in the device's first context. `t0`: when the program's
+// thread began to wait for kprof there (an Overhead record).
 void RunSampler(uint32_t device, DevicePrep& prepared, uint64_t t0) {
   SamplingState& st = Sampling();
   {
@@ -772,13 +776,12 @@ void RunSampler(uint32_t device, DevicePrep& prepared, uint64_t t0) {
   }
   if (!ok) StopSampler(*sp);
   const uint64_t end = Now();
-  if (t0 != 0) SetupOverhead(t0, end);
+  SetupOverhead(t0, end);
   if (g_debug)
-    std::fprintf(stderr, "kprof agent: counters: PM sampling set up on device %u %s %.1f ms%s\n",
-                 device,
-                 t0 != 0 ? "(on the program's thread), which waited"
-                         : "by the preparation thread, the program waiting",
-                 t0 != 0 ? (end - t0) * 1e-6 : 0.0, ok ? "" : " (failed)");
+    std::fprintf(stderr,
+                 "kprof agent: counters: PM sampling set up on device %u; the program's thread "
+                 "waited %.1f ms%s\n",
+                 device, (end - t0) * 1e-6, ok ? "" : " (failed)");
   if (!ok) return;
   {
     std::lock_guard<std::mutex> guard(st.samplers_mu);
@@ -793,7 +796,7 @@ void RunSampler(uint32_t device, DevicePrep& prepared, uint64_t t0) {
 }
 
 // A device's first context (on the program's thread, which waits: see SamplingState): takes its
-// preparation and starts its sampler, or hands it to the preparation thread (Preparation).
+// preparation (Preparation) and starts its sampler.
 void StartSampling(uint32_t device) {
   SamplingState& st = Sampling();
   std::lock_guard<std::mutex> lock(st.start_mu);
@@ -814,11 +817,12 @@ void StartSampling(uint32_t device) {
     case Taken::Here:
       Step("waiting for the preparation thread", t);
       break;
-    case Taken::HandedOff: {
-      Step("waiting for the preparation thread, then handed to it", t);
+    case Taken::TimedOut:
+      Step("waiting for the preparation thread, in vain", t);
+      Problem("PM sampling on device " + std::to_string(device) + ": its preparation took over " +
+              std::to_string(kPrepWaitMs) + " ms; the device is not sampled");
       SetupOverhead(t0, Now());
       return;
-    }
     case Taken::None:
       if (!InitProfiler()) return;
       Step("cuptiProfilerInitialize", t);
@@ -1126,7 +1130,7 @@ constexpr CUpti_CallbackId kContextCreatingCalls[] = {
     CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRetain, CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v2,
     CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v3, CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v4};
 
-uint32_t ContextCallDevice(CUpti_CallbackId cbid, const CUpti_CallbackData& cb) {
+int ContextCallDevice(CUpti_CallbackId cbid, const CUpti_CallbackData& cb) {
   CUdevice dev = 0;
   switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRetain:
@@ -1142,7 +1146,7 @@ uint32_t ContextCallDevice(CUpti_CallbackId cbid, const CUpti_CallbackData& cb) 
       dev = static_cast<const cuCtxCreate_v4_params*>(cb.functionParams)->dev;
       break;
   }
-  return static_cast<uint32_t>(dev);
+  return static_cast<int>(dev);
 }
 
 }  // namespace
