@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kprof/analysis.h"
@@ -54,6 +55,9 @@ JointSaving EstimateJoint(const std::vector<Hint>& hints);
 /// Runs every rule (src/analysis/hints/rules.def) over the timeline and its analysis; returns
 /// the hints most costly first (ties: severity, then id).
 std::vector<Hint> ComputeHints(const Timeline& timeline, const Analysis& analysis);
+
+/// The hint with rule id `id` among `hints`, or null.
+const Hint* FindHint(const std::vector<Hint>& hints, std::string_view id);
 
 /// The ids of every rule, in catalogue order.
 const std::vector<std::string>& HintIds();

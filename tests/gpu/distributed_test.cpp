@@ -121,11 +121,6 @@ struct Recorded {
   Analysis an;
   std::vector<Hint> hints;
 
-  const Hint* FindHint(const std::string& id) const {
-    for (const Hint& h : hints)
-      if (h.id == id) return &h;
-    return nullptr;
-  }
   int RankOf(size_t dist_rank) const { return an.dist.ranks.at(dist_rank).rank; }
   /// The launcher's own file (torchrun counts the GPUs, which loads CUDA and so the agent):
   /// no rank, no CUDA context, nothing recorded. Checked, then left out of `run`.
@@ -376,7 +371,7 @@ TEST(GpuDistributed, StragglerIsNamedAndPriced) {
   EXPECT_GT(waited, 0u);
   EXPECT_GE(static_cast<double>(rank1_last), 0.9 * static_cast<double>(waited));
 
-  const Hint* h = m.FindHint("rank-imbalance");
+  const Hint* h = FindHint(m.hints, "rank-imbalance");
   ASSERT_NE(h, nullptr) << "no rank-imbalance hint";
   const double planted = static_cast<double>(kSteps * kStragglerNs);
   const double est = static_cast<double>(h->est_saving_ns);
@@ -407,7 +402,7 @@ TEST(GpuDistributed, BalancedRaisesNoImbalance) {
               << (r.wall_ns ? static_cast<double>(r.busy_ns) / static_cast<double>(r.wall_ns) : 0) *
                      100
               << "%\n";
-  if (const Hint* h = m.FindHint("rank-imbalance"))
+  if (const Hint* h = FindHint(m.hints, "rank-imbalance"))
     ADD_FAILURE() << "rank-imbalance raised: " << h->summary << " (" << Ms(h->est_saving_ns)
                   << " ms)";
 }

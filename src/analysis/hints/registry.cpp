@@ -109,6 +109,12 @@ JointSaving EstimateJoint(const std::vector<Hint>& hints) {
   return j;
 }
 
+const Hint* FindHint(const std::vector<Hint>& hints, std::string_view id) {
+  for (const Hint& h : hints)
+    if (h.id == id) return &h;
+  return nullptr;
+}
+
 std::vector<Hint> ComputeHints(const Timeline& timeline, const Analysis& analysis) {
   std::vector<Hint> out;
   hints::RuleContext c{timeline, analysis, analysis.summary.wall_ns};

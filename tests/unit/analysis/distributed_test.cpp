@@ -77,12 +77,6 @@ kprof::Run TwoRanks(size_t steps, uint64_t delay) {
   return run;
 }
 
-const Hint* Find(const std::vector<Hint>& hints, const std::string& id) {
-  for (const Hint& h : hints)
-    if (h.id == id) return &h;
-  return nullptr;
-}
-
 }  // namespace
 
 TEST(CommKernels, NcclNamesOfEveryVersionAreCommunication) {
@@ -278,7 +272,7 @@ TEST(RankImbalance, NamesTheStragglerAndPricesTheOthersWaiting) {
   Timeline tl = BuildTimeline(run);
   Analysis a = Analyze(tl);
   std::vector<Hint> hints = ComputeHints(tl, a);
-  const Hint* h = Find(hints, "rank-imbalance");
+  const Hint* h = FindHint(hints, "rank-imbalance");
   ASSERT_NE(h, nullptr);
   EXPECT_NE(h->summary.find("rank 1 is the straggler"), std::string::npos) << h->summary;
   // Rank 0's GPU had nothing but waiting to do for 20 ms of each of the 10 steps.
@@ -333,7 +327,7 @@ TEST(RankImbalance, TheOthersLaunchGapsUnderTheirWaitAreNotTheStragglers) {
   Analysis a = Analyze(tl);
   EXPECT_EQ(a.dist.ranks[0].wait_ns, steps * 26 * kMs);
   const std::vector<Hint> hints = ComputeHints(tl, a);
-  const Hint* h = Find(hints, "rank-imbalance");
+  const Hint* h = FindHint(hints, "rank-imbalance");
   ASSERT_NE(h, nullptr);
   EXPECT_EQ(h->est_saving_ns, steps * 20 * kMs);
   // Beyond rank 0 over the span (from rank 0's first arrival): 215 ms idle and 5 ms of compute
@@ -352,7 +346,7 @@ TEST(RankImbalance, NoHintWhenRanksTakeTurnsOrArriveTogether) {
   {
     kprof::Run run = TwoRanks(10, 0);
     Timeline tl = BuildTimeline(run);
-    EXPECT_EQ(Find(ComputeHints(tl, Analyze(tl)), "rank-imbalance"), nullptr);
+    EXPECT_EQ(FindHint(ComputeHints(tl, Analyze(tl)), "rank-imbalance"), nullptr);
   }
   // Each rank late in turn by 2 ms: nobody is the straggler.
   {
@@ -370,7 +364,7 @@ TEST(RankImbalance, NoHintWhenRanksTakeTurnsOrArriveTogether) {
     Analysis a = Analyze(tl);
     EXPECT_EQ(a.dist.ranks[0].last, 5u);
     EXPECT_EQ(a.dist.ranks[1].last, 5u);
-    EXPECT_EQ(Find(ComputeHints(tl, a), "rank-imbalance"), nullptr);
+    EXPECT_EQ(FindHint(ComputeHints(tl, a), "rank-imbalance"), nullptr);
   }
 }
 
@@ -379,14 +373,14 @@ TEST(ExposedCommunication, PricesTheTransferThatNoComputeHides) {
   Timeline tl = BuildTimeline(run);
   Analysis a = Analyze(tl);
   std::vector<Hint> hints = ComputeHints(tl, a);
-  const Hint* h = Find(hints, "exposed-communication");
+  const Hint* h = FindHint(hints, "exposed-communication");
   ASSERT_NE(h, nullptr);
   // The broadcast and each all-reduce transfer for 1 ms after the last arrival, on both ranks
   // at once, beside no compute: 11 ms for the job (not 22: the ranks' stretches coincide). The
   // waiting is not here.
   EXPECT_EQ(h->est_saving_ns, 11 * kMs);
   // The joint figure counts the two hints' time once: they claim different instants.
-  const JointSaving j = EstimateJoint({*h, *Find(hints, "rank-imbalance")});
+  const JointSaving j = EstimateJoint({*h, *FindHint(hints, "rank-imbalance")});
   EXPECT_EQ(j.est_saving_ns, 11 * kMs + 200 * kMs);
 }
 

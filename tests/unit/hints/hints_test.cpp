@@ -34,11 +34,7 @@ Result Compute(Run run) {
   return r;
 }
 
-const Hint* Find(const Result& r, const std::string& id) {
-  for (const Hint& h : r.hints)
-    if (h.id == id) return &h;
-  return nullptr;
-}
+const Hint* Find(const Result& r, const std::string& id) { return FindHint(r.hints, id); }
 
 bool EvidenceMentions(const Hint& h, const std::string& text) {
   return std::any_of(h.evidence.begin(), h.evidence.end(),

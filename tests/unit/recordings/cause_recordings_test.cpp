@@ -36,11 +36,7 @@ Recorded Load(const std::string& name) {
   return r;
 }
 
-const Hint* Find(const Recorded& r, const std::string& id) {
-  for (const Hint& h : r.hints)
-    if (h.id == id) return &h;
-  return nullptr;
-}
+const Hint* Find(const Recorded& r, const std::string& id) { return FindHint(r.hints, id); }
 
 bool Mentions(const Hint& h, const std::string& text) {
   for (const std::string& e : h.evidence)

@@ -39,11 +39,6 @@ struct Recording {
   Timeline tl;
   Analysis an;
   std::vector<Hint> hints;
-  const Hint* Find(const std::string& id) const {
-    for (const Hint& h : hints)
-      if (h.id == id) return &h;
-    return nullptr;
-  }
 };
 
 std::unique_ptr<Recording> Load(const std::string& dir, GroupBy by = GroupBy::Op) {
@@ -145,7 +140,7 @@ TEST(DdpRecordings, StragglerIsNamedAndPricedWithinTenPercent) {
   EXPECT_EQ(d.ranks[1].last, 355u);
   EXPECT_GT(d.ranks[0].wait_ns, kPlantedNs);  // its own backward ran beside the first waits
 
-  const Hint* h = r->Find("rank-imbalance");
+  const Hint* h = FindHint(r->hints, "rank-imbalance");
   ASSERT_NE(h, nullptr);
   EXPECT_NE(h->summary.find("rank 1 is the straggler"), std::string::npos) << h->summary;
   const double ratio = static_cast<double>(h->est_saving_ns) / static_cast<double>(kPlantedNs);
@@ -161,7 +156,7 @@ TEST(DdpRecordings, StragglerIsNamedAndPricedWithinTenPercent) {
   EXPECT_TRUE(load_batch) << ::testing::PrintToString(h->evidence);
   // The straggler's sleep follows the per-step loss.item(): host-work-after-sync prices it on
   // rank 1, at about the instants rank 0 waits; the joint figure counts them once.
-  const Hint* after = r->Find("host-work-after-sync");
+  const Hint* after = FindHint(r->hints, "host-work-after-sync");
   ASSERT_NE(after, nullptr);
   const JointSaving both = EstimateJoint({*h, *after});
   EXPECT_LT(both.est_saving_ns, h->est_saving_ns + after->est_saving_ns);
@@ -175,7 +170,7 @@ TEST(DdpRecordings, BalancedRanksRaiseNoImbalance) {
   // Who arrives last is a coin toss: 153 and 218 of 371.
   EXPECT_EQ(r->an.dist.ranks[0].last, 153u);
   EXPECT_EQ(r->an.dist.ranks[1].last, 218u);
-  EXPECT_EQ(r->Find("rank-imbalance"), nullptr);
+  EXPECT_EQ(FindHint(r->hints, "rank-imbalance"), nullptr);
   // Every measured step launches the same 130 kernels on each rank.
   for (const ProcessTimeline& t : r->tl.processes) {
     if (t.process->rank < 0) continue;
@@ -219,7 +214,7 @@ TEST(DdpRecordings, CaptureHoldsThreeStepsOnEachRank) {
   EXPECT_EQ(r->an.summary.capture_problem, "");
   // 3 steps of 7 buckets, matched; the time between windows is not a rank's idle time to price.
   EXPECT_EQ(r->an.dist.collectives.size(), 21u);
-  EXPECT_EQ(r->Find("rank-imbalance"), nullptr);
+  EXPECT_EQ(FindHint(r->hints, "rank-imbalance"), nullptr);
   for (const RankUsage& u : r->an.dist.ranks) EXPECT_LT(u.wall_ns, 100'000'000u) << u.label;
 }
 
