@@ -106,6 +106,20 @@ void Emit(Record r, std::string name) {
   a.side.push_back({r, std::move(name)});
 }
 
+// Time the program's thread spent in kprof's counters (set-up, replay): kprof's, not the
+// program's own.
+void EmitOverhead(OverheadKind kind, const char* name, uint64_t start_ns, uint64_t end_ns,
+                  uint32_t correlation = 0) {
+  Record over;
+  over.kind = static_cast<uint8_t>(RecordKind::Overhead);
+  over.device = kNoDevice;
+  over.start_ns = start_ns;
+  over.end_ns = end_ns;
+  over.a = static_cast<uint32_t>(kind);
+  over.correlation = correlation;
+  Emit(over, name);
+}
+
 // cuptiProfilerInitialize once per process (it is not reference-counted).
 std::once_flag g_profiler_once;
 bool g_profiler_ok = false;
@@ -731,17 +745,6 @@ Taken TakePrepared(uint32_t device, DevicePrep& out) {
   return Taken::Here;
 }
 
-// The time the program's thread waited for the set-up: kprof's, not the program's own.
-void SetupOverhead(uint64_t start_ns, uint64_t end_ns) {
-  Record over;
-  over.kind = static_cast<uint8_t>(RecordKind::Overhead);
-  over.device = kNoDevice;
-  over.start_ns = start_ns;
-  over.end_ns = end_ns;
-  over.a = static_cast<uint32_t>(OverheadKind::CounterSetup);
-  Emit(over, "Counter Setup");
-}
-
 // Enables and starts `device`'s sampler from its preparation and hands it to the sampling
 // thread, on the program's thread in the device's first context. `t0`: when the program's
 // thread began to wait for kprof there (an Overhead record).
@@ -776,7 +779,7 @@ void RunSampler(uint32_t device, DevicePrep& prepared, uint64_t t0) {
   }
   if (!ok) StopSampler(*sp);
   const uint64_t end = Now();
-  SetupOverhead(t0, end);
+  EmitOverhead(OverheadKind::CounterSetup, "Counter Setup", t0, end);
   if (g_debug)
     std::fprintf(stderr,
                  "kprof agent: counters: PM sampling set up on device %u; the program's thread "
@@ -821,7 +824,7 @@ void StartSampling(uint32_t device) {
       Step("waiting for the preparation thread, in vain", t);
       Problem("PM sampling on device " + std::to_string(device) + ": its preparation took over " +
               std::to_string(kPrepWaitMs) + " ms; the device is not sampled");
-      SetupOverhead(t0, Now());
+      EmitOverhead(OverheadKind::CounterSetup, "Counter Setup", t0, Now());
       return;
     case Taken::None:
       if (!InitProfiler()) return;
@@ -1105,14 +1108,8 @@ void OnLaunchExit(const CUpti_CallbackData& cb) {
     std::lock_guard<std::mutex> lock(rs.times_mu);
     rs.times.erase(cb.correlationId);
   }
-  Record over;
-  over.kind = static_cast<uint8_t>(RecordKind::Overhead);
-  over.device = kNoDevice;
-  over.start_ns = t_enter_ns;
-  over.end_ns = exit_ns;
-  over.a = static_cast<uint32_t>(OverheadKind::CounterReplay);
-  over.correlation = cb.correlationId;
-  Emit(over, "Counter Replay");
+  EmitOverhead(OverheadKind::CounterReplay, "Counter Replay", t_enter_ns, exit_ns,
+               cb.correlationId);
   c.data = c.blank;  // in place: CUPTI writes into the image SetConfig was given
   if (!g_keep_enabled) {
     // Not left enabled between replays: on the H100 a program hung in a later launch within
