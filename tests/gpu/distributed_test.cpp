@@ -391,10 +391,12 @@ TEST(GpuDistributed, BalancedRaisesNoImbalance) {
   const DistributedSummary& d = m.an.dist;
   EXPECT_GE(d.collectives.size(), static_cast<size_t>(kSteps));
   uint64_t longest = 0;
-  for (const Collective& c : d.collectives)
-    for (const Collective::Part& p : c.parts) longest = std::max(longest, p.wait_ns);
+  size_t longest_at = 0;
+  for (size_t i = 0; i < d.collectives.size(); ++i)
+    for (const Collective::Part& p : d.collectives[i].parts)
+      if (p.wait_ns > longest) longest = p.wait_ns, longest_at = i;
   std::cout << d.collectives.size() << " collectives, longest single wait " << Ms(longest)
-            << " ms\n";
+            << " ms (collective " << longest_at << ")\n";
   for (const RankUsage& r : d.ranks)
     std::cout << "rank " << r.rank << ": exposed waits " << Ms(r.exposed_wait_ns) << " ms (waits "
               << Ms(r.wait_ns) << " ms), last in " << r.last << " of " << r.collectives

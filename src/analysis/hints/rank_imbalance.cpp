@@ -20,6 +20,10 @@ constexpr double kExplainsShare = 0.25;
 /// Ranks that reach a collective less than this apart arrived together: which one was last is
 /// noise.
 constexpr uint64_t kTogetherNs = 50'000;
+/// The estimate is at most this many times the median of the estimates of as many consecutive
+/// stretches of the run (equal numbers of collectives): waiting that one stretch holds (a rank's
+/// slower warm-up, a one-off stall) is not a straggler whose pace the whole job runs at.
+constexpr size_t kStretches = 5;
 
 /// A rank's GPU over [from, to) within the time it was recorded: idle, and running compute.
 struct Use {
@@ -137,17 +141,25 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
   // only work the others had done ahead). It does not count the others' normal launch gaps,
   // which a waiting rank's spinning kernel covers and the idle comparison then takes for the
   // straggler's (on the H100 that took one run of the planted 1.000 s to 1.17 s).
+  // The same three figures per stretch of the run (kStretches of them, equal numbers of
+  // collectives, in time order): the estimate is also at most kStretches times their median.
+  const size_t stretches = std::min(kStretches, D.collectives.size());
+  struct Stretch {
+    std::vector<NsInterval> waits_for;
+    uint64_t from = UINT64_MAX, to = 0, late = 0;
+  };
+  std::vector<Stretch> part_of(stretches);
   Hint h;
-  std::vector<NsInterval> waits_for;
   std::vector<uint64_t> waited(n), waited_exposed(n), waits(n);
   std::map<std::string, uint64_t> kinds;
-  uint64_t from = UINT64_MAX, to = 0, late = 0;
   std::map<std::pair<size_t, uint32_t>, uint64_t> prev_end;  // (rank, communicator) -> end
-  for (const Collective& col : D.collectives) {
+  for (size_t i = 0; i < D.collectives.size(); ++i) {
+    const Collective& col = D.collectives[i];
+    Stretch& st = part_of[i * stretches / D.collectives.size()];
     const Collective::Part* second = nullptr;  // the latest arrival but the straggler's
     for (const Collective::Part& part : col.parts) {
-      from = std::min(from, part.arrive_ns);
-      to = std::max(to, part.end_ns);
+      st.from = std::min(st.from, part.arrive_ns);
+      st.to = std::max(st.to, part.end_ns);
       if (part.rank != s && (second == nullptr || part.arrive_ns > second->arrive_ns))
         second = &part;
     }
@@ -155,7 +167,7 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
     if (straggler_last && second != nullptr) {
       auto it = prev_end.find({second->rank, col.channel});
       if (it == prev_end.end() || second->arrive_ns > it->second + kTogetherNs)
-        late += col.parts[col.last].arrive_ns - second->arrive_ns;
+        st.late += col.parts[col.last].arrive_ns - second->arrive_ns;
     }
     for (const Collective::Part& part : col.parts) prev_end[{part.rank, col.channel}] = part.end_ns;
     if (!straggler_last) continue;
@@ -165,22 +177,42 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
       waited[part.rank] += part.wait_ns;
       waited_exposed[part.rank] += part.exposed_wait_ns;
       ++waits[part.rank];
-      waits_for.emplace_back(part.arrive_ns, part.arrive_ns + part.wait_ns);
+      st.waits_for.emplace_back(part.arrive_ns, part.arrive_ns + part.wait_ns);
     }
+  }
+  // What the straggler spent beyond the others' median over [from, to): idle and compute.
+  const auto beyond = [&](uint64_t from, uint64_t to) {
+    std::vector<uint64_t> others_idle, others_compute;
+    Use mine;
+    for (size_t r = 0; r < n; ++r) {
+      const Use u = UseOver(D, r, from, to);
+      if (r == s) {
+        mine = u;
+        continue;
+      }
+      others_idle.push_back(u.idle);
+      others_compute.push_back(u.compute);
+    }
+    return std::pair{Minus(mine.idle, Median(others_idle)),
+                     Minus(mine.compute, Median(others_compute))};
+  };
+  std::vector<NsInterval> waits_for;
+  std::vector<uint64_t> per_stretch;
+  uint64_t from = UINT64_MAX, to = 0, late = 0;
+  for (Stretch& st : part_of) {
+    from = std::min(from, st.from);
+    to = std::max(to, st.to);
+    late += st.late;
+    st.waits_for = detail::Merge(std::move(st.waits_for));
+    const auto [idle, compute] = beyond(st.from, st.to);
+    per_stretch.push_back(std::min({detail::Length(st.waits_for), idle + compute, st.late}));
+    waits_for.insert(waits_for.end(), st.waits_for.begin(), st.waits_for.end());
   }
   waits_for = detail::Merge(std::move(waits_for));
   const uint64_t waiting = detail::Length(waits_for);
-  std::vector<Use> use(n);
-  std::vector<uint64_t> others_idle, others_compute;
-  for (size_t r = 0; r < n; ++r) {
-    use[r] = UseOver(D, r, from, to);
-    if (r == s) continue;
-    others_idle.push_back(use[r].idle);
-    others_compute.push_back(use[r].compute);
-  }
-  const uint64_t more_idle = Minus(use[s].idle, Median(others_idle));
-  const uint64_t more_compute = Minus(use[s].compute, Median(others_compute));
-  h.est_saving_ns = std::min({waiting, more_idle + more_compute, late});
+  const auto [more_idle, more_compute] = beyond(from, to);
+  const uint64_t steady = stretches * Median(per_stretch);
+  h.est_saving_ns = std::min({waiting, more_idle + more_compute, late, steady});
   if (h.est_saving_ns == 0) return std::nullopt;
   const double fraction = static_cast<double>(h.est_saving_ns) / static_cast<double>(waiting);
   for (const NsInterval& iv : waits_for) Claim(h, iv.first, iv.second, fraction);
@@ -203,6 +235,13 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
       "ranks' and computed {} more; it arrived {} after them at the collectives they reached on "
       "their own: the job loses about {} to it",
       Dur(more_idle), Dur(more_compute), Dur(late), Dur(h.est_saving_ns)));
+  // Said where it binds by more than a tenth (stretches of a steady straggler differ a little).
+  if (steady * 10 < std::min({waiting, more_idle + more_compute, late}) * 9)
+    h.evidence.push_back(fmt::format(
+        "the waiting is uneven over the run: of {} stretches with equal numbers of collectives, "
+        "the median one lost {}; counted {} times, not what one stretch (a slower warm-up, a "
+        "one-off stall) adds",
+        stretches, Dur(steady / stretches), stretches));
   std::vector<size_t> order;
   for (size_t r = 0; r < n; ++r)
     if (r != s && waits[r]) order.push_back(r);

@@ -66,9 +66,11 @@ TraceBuilder Rank(int rank, const std::vector<uint64_t>& load_batch,
   return b;
 }
 
-/// Two ranks of `steps` steps; rank 1's load_batch takes `delay` more than rank 0's 100 us.
-kprof::Run TwoRanks(size_t steps, uint64_t delay) {
+/// Two ranks of `steps` steps; rank 1's load_batch takes `delay` more than rank 0's 100 us, and
+/// `stall` more again in the first step (a slower warm-up, a one-off pause).
+kprof::Run TwoRanks(size_t steps, uint64_t delay, uint64_t stall = 0) {
   std::vector<uint64_t> lb0(steps, 100 * kUs), lb1(steps, 100 * kUs + delay), last(steps);
+  lb1[0] += stall;
   for (size_t i = 0; i < steps; ++i)
     last[i] = 1000 * kMs + i * 40 * kMs + lb1[i] + 20 * kUs + 10 * kMs;
   kprof::Run run;
@@ -339,6 +341,36 @@ TEST(RankImbalance, TheOthersLaunchGapsUnderTheirWaitAreNotTheStragglers) {
                 "sat idle 215.00 ms more than the other ranks' and computed 5.00 ms more; it "
                 "arrived 200.00 ms after them") != std::string::npos;
   EXPECT_TRUE(both) << ::testing::PrintToString(h->evidence);
+}
+
+TEST(RankImbalance, OneStalledStepIsNoStraggler) {
+  // Balanced but for one 20 ms stall of rank 1 in the first step: rank 1 is the only one late,
+  // at the one collective with a wait, and the others waited 20 ms (5% of the run), all of it in
+  // the first of five stretches of the run: the median stretch lost nothing.
+  kprof::Run run = TwoRanks(10, 0, 20 * kMs);
+  Timeline tl = BuildTimeline(run);
+  Analysis a = Analyze(tl);
+  EXPECT_EQ(a.dist.ranks[0].wait_ns, 20 * kMs);
+  EXPECT_EQ(FindHint(ComputeHints(tl, a), "rank-imbalance"), nullptr);
+}
+
+TEST(RankImbalance, AStallDoesNotAddToTheStragglersPrice) {
+  // Rank 1 is 5 ms late every step and 20 ms more in the first: the job runs 5 ms a step at its
+  // pace (50 ms); the stall's 20 ms, in one stretch of the run, is not priced as its pace.
+  kprof::Run run = TwoRanks(10, 5 * kMs, 20 * kMs);
+  Timeline tl = BuildTimeline(run);
+  Analysis a = Analyze(tl);
+  EXPECT_EQ(a.dist.ranks[0].wait_ns, 70 * kMs);
+  const std::vector<Hint> hints = ComputeHints(tl, a);
+  const Hint* h = FindHint(hints, "rank-imbalance");
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->est_saving_ns, 10 * 5 * kMs);
+  bool uneven = false;
+  for (const std::string& e : h->evidence)
+    uneven |= e.find(
+                  "of 5 stretches with equal numbers of collectives, the median one lost "
+                  "10.00 ms") != std::string::npos;
+  EXPECT_TRUE(uneven) << ::testing::PrintToString(h->evidence);
 }
 
 TEST(RankImbalance, NoHintWhenRanksTakeTurnsOrArriveTogether) {
