@@ -266,11 +266,12 @@ struct Sampler {
   CUpti_PmSampling_Object* obj = nullptr;
   HostConfig config;                 // kept alive until Disable (CUPTI keeps pointers into it)
   std::vector<uint8_t> data, blank;  // the counter data image and a freshly initialised copy,
-                                     // made by the first decode (on the sampling thread)
+                                     // made on the sampling thread (MakeImage)
   uint64_t started_ns = 0;
   uint32_t next_index = 0;
   uint64_t last_end_ns = 0;  // of the last sample kept
   uint64_t lost_ns = 0;      // holes between samples: time not sampled
+  uint64_t holes = 0, longest_hole_ns = 0, longest_hole_at_ns = 0;  // (at: its start)
   bool running = false;
 };
 
@@ -305,6 +306,12 @@ struct SamplingState {
   // child's copy of `mu` may be held by the thread it does not have.
   std::atomic<pid_t> thread_pid{0};
   bool stop = false, stopped = false;
+  // A sampler was started: the thread wakes at once to make its counter data image (MakeImage,
+  // 35-110 ms on the H100s) and decode what came meanwhile. Made by a first decode a period
+  // after the start, the image held 1604 of its 2000 samples at 100 us on two H100s (a first
+  // decode at +161 ms, its image made in 107 ms), and an image that fills loses the samples of
+  // the next 15-17 ms.
+  bool image_due = false;
   bool context_gone = false;  // a context was destroyed: no more CUPTI calls for sampling
   bool finished = false;      // stopped and the last samples decoded (or given up)
 };
@@ -418,9 +425,10 @@ bool EnableSampler(uint32_t device, Sampler& s, bool* refused = nullptr) {
   return true;
 }
 
-// The counter data image, made once, by the first decode: the program's thread does not wait
-// for it (94 ms of a 0.38 s set-up on the H100 with five metrics), and the samples wait in the
-// hardware buffer meanwhile.
+// The counter data image, made once, by the sampling thread's first decode, which comes as soon
+// as the sampler runs (SamplingState::image_due): the program's thread does not wait for it (94 ms
+// of a 0.38 s set-up on the H100 with five metrics), and the samples wait in the hardware buffer
+// meanwhile.
 bool MakeImage(Sampler& s) {
   if (!s.data.empty()) return true;
   uint64_t t = Now();
@@ -492,8 +500,19 @@ bool Decode(Sampler& s, bool until_empty) {
       if (kept++ == 0) first_ns = si.startTimestamp;
       last_ns = si.endTimestamp;
       const uint64_t len = si.endTimestamp - si.startTimestamp;
-      if (s.last_end_ns != 0 && si.startTimestamp > s.last_end_ns + len / 2)
-        s.lost_ns += si.startTimestamp - s.last_end_ns;
+      if (s.last_end_ns != 0 && si.startTimestamp > s.last_end_ns + len / 2) {
+        const uint64_t hole = si.startTimestamp - s.last_end_ns;
+        s.lost_ns += hole;
+        ++s.holes;
+        if (hole > s.longest_hole_ns) {
+          s.longest_hole_ns = hole;
+          s.longest_hole_at_ns = s.last_end_ns;
+        }
+        if (g_debug)
+          std::fprintf(stderr, "kprof agent: counters: device %u: no samples %.3f..%.3f s\n",
+                       s.device, (s.last_end_ns - s.started_ns) * 1e-9,
+                       (si.startTimestamp - s.started_ns) * 1e-9);
+      }
       s.last_end_ns = std::max(s.last_end_ns, si.endTimestamp);
       if (!g_evaluate) continue;
       const uint64_t evaluate_call_ns = Now();
@@ -555,8 +574,10 @@ void SamplingLoop() {
   SamplingState& st = Sampling();
   std::unique_lock<std::mutex> lock(st.mu);
   while (true) {
-    st.cv.wait_for(lock, std::chrono::milliseconds(kDecodePeriodMs), [&] { return st.stop; });
+    st.cv.wait_for(lock, std::chrono::milliseconds(kDecodePeriodMs),
+                   [&] { return st.stop || st.image_due; });
     if (st.stop) break;
+    st.image_due = false;
     lock.unlock();
     {
       std::lock_guard<std::mutex> guard(st.samplers_mu);
@@ -599,10 +620,17 @@ void StopSampling(bool last) {
   if (!st.context_gone)
     for (auto& sp : st.samplers) StopSampler(*sp);
   for (auto& sp : st.samplers)
-    if (sp->lost_ns > 0)
-      Problem("PM sampling on device " + std::to_string(sp->device) + " lost " +
-              std::to_string(sp->lost_ns / 1'000'000) +
-              " ms between samples (decoding fell behind; a longer --metrics-interval keeps up)");
+    if (sp->lost_ns > 0) {
+      char what[240];
+      std::snprintf(what, sizeof what,
+                    "PM sampling on device %u lost %.1f ms between samples in %llu hole%s, the "
+                    "longest %.1f ms at +%.3f s (decoding fell behind; a longer "
+                    "--metrics-interval keeps up)",
+                    sp->device, sp->lost_ns * 1e-6, static_cast<unsigned long long>(sp->holes),
+                    sp->holes == 1 ? "" : "s", sp->longest_hole_ns * 1e-6,
+                    (sp->longest_hole_at_ns - sp->started_ns) * 1e-9);
+      Problem(what);
+    }
 }
 
 void StopSamplingAtExit() { StopSampling(true); }
@@ -791,6 +819,8 @@ void RunSampler(uint32_t device, DevicePrep& prepared, uint64_t t0) {
     st.samplers.push_back(std::move(sp));
   }
   std::lock_guard<std::mutex> state(st.mu);
+  st.image_due = true;  // the image at once, and the first decode right after it
+  st.cv.notify_all();
   if (!st.thread.joinable()) {
     st.thread_pid = getpid();
     st.thread = std::thread(SamplingLoop);
