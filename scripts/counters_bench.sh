@@ -14,6 +14,11 @@
 #       and VARIANTS="plain sampled" narrow it (also sampled-base: BASE_BUILD's kprof and
 #       agent; sampled-noeval: KPROF_COUNTERS_EVALUATE=0; sampled-noprep: KPROF_PM_PREPARE=0)
 #       (DIR/cost-WORKLOAD-VARIANT-ROUND.json); medians by scripts/counters_report.py DIR.
+#       kprof-off and sampled-off: the same with --pytorch off (no op names: what tracing and
+#       sampling cost without PyTorch's own NVTX mode). A round 0 of every variant runs first and
+#       is not counted (WARMUP=0: none): it fills the page cache with Python's and torch's files,
+#       whose first reads made the first counted runs slower. The loop's own time, where the
+#       workload prints one (loop_s=, examples/train_mlp.py), is the TSV's loop_s column.
 set -uo pipefail
 : "${OUT:?set OUT to the output folder}"
 BUILD=${1:-build}
@@ -55,12 +60,14 @@ fi
 
 if [[ " $PHASES " == *" cost "* ]]; then
   TSV=$OUT/cost.tsv
-  printf 'workload\tvariant\tround\twall_s\trc\n' > "$TSV"
+  printf 'workload\tvariant\tround\twall_s\trc\tloop_s\n' > "$TSV"
   WORKLOADS=(
     "train_step|$K/train_step ${TRAIN_STEPS:-20000}"
     "train_mlp|$PY examples/train_mlp.py --steps ${MLP_STEPS:-800} --warmup 3"
   )
-  for round in $(seq 1 "$ROUNDS"); do
+  first_round=1
+  [ "${WARMUP:-1}" = 0 ] || first_round=0
+  for round in $(seq "$first_round" "$ROUNDS"); do
     for w in "${WORKLOADS[@]}"; do
       name=${w%%|*}
       cmd=${w#*|}
@@ -70,6 +77,9 @@ if [[ " $PHASES " == *" cost "* ]]; then
           plain) pre=() ;;
           kprof) pre=("$BUILD/kprof" run --quiet --force -o "$OUT/cost-run") ;;
           sampled) pre=("$BUILD/kprof" run --quiet --force --metrics sampled -o "$OUT/cost-run") ;;
+          kprof-off) pre=("$BUILD/kprof" run --quiet --force --pytorch off -o "$OUT/cost-run") ;;
+          sampled-off) pre=("$BUILD/kprof" run --quiet --force --pytorch off --metrics sampled
+            -o "$OUT/cost-run") ;;
           replay) pre=("$BUILD/kprof" run --quiet --force --metrics replay -o "$OUT/cost-run") ;;
           # The same with another build's kprof and agent (BASE_BUILD), side by side.
           sampled-base) pre=(env KPROF_AGENT="${BASE_BUILD:?set BASE_BUILD}/libkprof_agent.so"
@@ -93,7 +103,9 @@ if [[ " $PHASES " == *" cost "* ]]; then
         timeout 90 "${pre[@]}" $cmd > "$OUT/cost-$name-$variant-$round.log" 2>&1
         rc=$?
         t1=$(now)
-        printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$variant" "$round" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$rc" >> "$TSV"
+        [ "$round" = 0 ] && continue  # the uncounted warm-up round
+        loop=$(grep -o 'loop_s=[0-9.]*' "$OUT/cost-$name-$variant-$round.log" | tail -n 1 | cut -d= -f2)
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$variant" "$round" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$rc" "$loop" >> "$TSV"
         if [ "$variant" = replay ] || [ "$variant" = sampled ] || [ "$variant" = sampled-base ]; then
           "$BUILD/kprof" report "$OUT/cost-run" --by kernel --format json > "$OUT/cost-$name-$variant-$round.json" 2>/dev/null
         fi

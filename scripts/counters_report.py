@@ -3,9 +3,10 @@
 
     scripts/counters_report.py DIR
 
-cost: DIR/cost.tsv (workload, variant, round, wall_s, rc): the median wall time of each workload
-      and variant over its rounds, and each variant's ratio to plain (and to kprof without
-      counters); runs that failed are left out and counted.
+cost: DIR/cost.tsv (workload, variant, round, wall_s, rc[, loop_s]): the median wall time of
+      each workload and variant over its rounds, with each run's, and its ratio to plain, to kprof
+      without counters and to kprof --pytorch off; then the same of the loop's own time where
+      the workload printed one; runs that failed are left out and counted.
 ncu:  DIR/cc-replay.json (`kprof report --by kernel --format json` of the replayed run) against
       DIR/ncu.csv (`ncu --csv --page raw`): per kernel name, kprof's and Nsight Compute's
       throughputs (the first launch of each name in ncu's list), and the largest gap in points;
@@ -37,27 +38,33 @@ SAMPLED_COLUMNS = [  # what PM sampling measures (src/format/metrics.cpp) and nc
 ]
 
 
-def cost_table(path):
+def cost_table(path, column="wall_s", what="median wall s"):
     runs, failed = {}, 0
     with open(path) as f:
         for row in csv.DictReader(f, delimiter="\t"):
-            if row["rc"] != "0" or not row["wall_s"]:
-                failed += 1
+            if row["rc"] != "0" or not row.get(column):
+                failed += row["rc"] != "0"
                 continue
             runs.setdefault(row["workload"], {}).setdefault(row["variant"], []).append(
-                float(row["wall_s"]))
-    print("| workload | variant | runs | median wall s | x plain | x kprof |")
-    print("|---|---|---|---|---|---|")
+                float(row[column]))
+    if not runs:
+        return False
+    print(f"| workload | variant | runs | {what} | x plain | x kprof | x kprof-off |")
+    print("|---|---|---|---|---|---|---|")
     for workload, variants in runs.items():
-        plain = statistics.median(variants["plain"]) if "plain" in variants else None
-        kprof = statistics.median(variants["kprof"]) if "kprof" in variants else None
+        med = {v: statistics.median(w) for v, w in variants.items()}
         for variant, walls in variants.items():
-            m = statistics.median(walls)
-            ratio = f"{m / plain:.3f}" if plain else "-"
-            over_kprof = f"{m / kprof:.3f}" if kprof and variant not in ("plain", "kprof") else "-"
-            print(f"| {workload} | {variant} | {len(walls)} | {m:.3f} | {ratio} | {over_kprof} |")
+            m = med[variant]
+            cells = []
+            for base in ("plain", "kprof", "kprof-off"):
+                ok = base in med and variant != base and (base == "plain" or variant != "plain")
+                cells.append(f"{m / med[base]:.3f}" if ok else "-")
+            each = " ".join(f"{w:.2f}" for w in walls)
+            print(f"| {workload} | {variant} | {len(walls)} ({each}) | {m:.3f} | " +
+                  " | ".join(cells) + " |")
     if failed:
         print(f"\n{failed} run(s) failed and are left out.")
+    return True
 
 
 def ncu_table(json_path, csv_path, columns):
@@ -97,6 +104,9 @@ def main():
     if os.path.exists(os.path.join(out, "cost.tsv")):
         cost_table(os.path.join(out, "cost.tsv"))
         print()
+        print("The loop's own time (loop_s, where the workload prints it):\n")
+        if cost_table(os.path.join(out, "cost.tsv"), "loop_s", "median loop s"):
+            print()
     if os.path.exists(os.path.join(out, "program.tsv")):  # scripts/capture_bench.sh
         print("The program's own wall time:\n")
         cost_table(os.path.join(out, "program.tsv"))
