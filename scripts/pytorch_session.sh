@@ -9,7 +9,8 @@
 # (5 steps after 2 warm-up: eager and torch.compile at width 256, the same at batch 8192 with
 # QuickGELU (the fixtures pytorch_eager_q and pytorch_compile_q), stack mode) and the
 # eager-vs-compiled diffs.
-# The overhead part times STEPS steps (default 100) of each of VARIANTS (default: all).
+# The overhead part times STEPS steps (default 100) of each of VARIANTS (default: all;
+# names_no_tool, kprof's PyTorch layer without kprof, only when named).
 set -u
 PHASE=${PHASE:-all}
 STEPS=${STEPS:-100}
@@ -97,6 +98,9 @@ for round in $(seq 1 "$ROUNDS"); do
       kprof_ops) cmd=("$K" run --quiet --pytorch ops -o /tmp/ov --force -- "${M[@]}") ;;
       kprof_emit) cmd=("$K" run --quiet --pytorch off -o /tmp/ov --force -- "${M[@]}" --emit-nvtx) ;;
       kprof_stack) cmd=("$K" run --quiet --pytorch stack -o /tmp/ov --force -- "${M[@]}") ;;
+      # PyTorch's NVTX mode and the module hooks with no tool attached (no kprof run: the NVTX
+      # calls go nowhere): what naming ops costs PyTorch itself.
+      names_no_tool) cmd=(env PYTHONPATH="$BUILD/python" KPROF_PYTORCH=auto "${M[@]}") ;;
     esac
     s=$(timeout 300 "${cmd[@]}" 2>/dev/null | sed -n 's/.*loop_s=\([0-9.]*\).*/\1/p')
     echo "$round $v $s" | tee -a "$OUT/overhead.txt"
