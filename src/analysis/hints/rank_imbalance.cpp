@@ -20,9 +20,11 @@ constexpr double kExplainsShare = 0.25;
 /// Ranks that reach a collective less than this apart arrived together: which one was last is
 /// noise.
 constexpr uint64_t kTogetherNs = 50'000;
-/// The estimate is at most this many times the median of the estimates of as many consecutive
-/// stretches of the run (equal numbers of collectives): waiting that one stretch holds (a rank's
-/// slower warm-up, a one-off stall) is not a straggler whose pace the whole job runs at.
+/// The run's collectives are cut into this many consecutive stretches (equal numbers of
+/// collectives, to within one): the estimate is at most what the straggler cost per collective
+/// it was late to in the median stretch, times those collectives. Waiting that one or two
+/// stretches hold (a rank's slower warm-up, a one-off stall) is not a pace the job runs at; a
+/// straggler late in fewer than three of the five is not priced.
 constexpr size_t kStretches = 5;
 
 /// A rank's GPU over [from, to) within the time it was recorded: idle, and running compute.
@@ -141,12 +143,14 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
   // only work the others had done ahead). It does not count the others' normal launch gaps,
   // which a waiting rank's spinning kernel covers and the idle comparison then takes for the
   // straggler's (on the H100 that took one run of the planted 1.000 s to 1.17 s).
-  // The same three figures per stretch of the run (kStretches of them, equal numbers of
-  // collectives, in time order): the estimate is also at most kStretches times their median.
+  // The same three figures per stretch of the run (kStretches, or one per collective when there
+  // are fewer), over the collectives the straggler was last at in each: the estimate is also at
+  // most the median stretch's figure per such collective times all of them (kStretches).
   const size_t stretches = std::min(kStretches, D.collectives.size());
   struct Stretch {
     std::vector<NsInterval> waits_for;
     uint64_t from = UINT64_MAX, to = 0, late = 0;
+    uint64_t late_at = 0;  // collectives the straggler was last at
   };
   std::vector<Stretch> part_of(stretches);
   Hint h;
@@ -171,6 +175,7 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
     }
     for (const Collective::Part& part : col.parts) prev_end[{part.rank, col.channel}] = part.end_ns;
     if (!straggler_last) continue;
+    ++st.late_at;
     ++kinds[col.kind];
     for (const Collective::Part& part : col.parts) {
       if (part.rank == s || part.wait_ns == 0) continue;
@@ -197,21 +202,23 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
                      Minus(mine.compute, Median(others_compute))};
   };
   std::vector<NsInterval> waits_for;
-  std::vector<uint64_t> per_stretch;
-  uint64_t from = UINT64_MAX, to = 0, late = 0;
+  std::vector<uint64_t> per_late;  // each stretch's figure per collective the straggler was last at
+  uint64_t from = UINT64_MAX, to = 0, late = 0, late_at = 0;
   for (Stretch& st : part_of) {
     from = std::min(from, st.from);
     to = std::max(to, st.to);
     late += st.late;
+    late_at += st.late_at;
     st.waits_for = detail::Merge(std::move(st.waits_for));
     const auto [idle, compute] = beyond(st.from, st.to);
-    per_stretch.push_back(std::min({detail::Length(st.waits_for), idle + compute, st.late}));
+    const uint64_t figure = std::min({detail::Length(st.waits_for), idle + compute, st.late});
+    per_late.push_back(st.late_at ? figure / st.late_at : 0);
     waits_for.insert(waits_for.end(), st.waits_for.begin(), st.waits_for.end());
   }
   waits_for = detail::Merge(std::move(waits_for));
   const uint64_t waiting = detail::Length(waits_for);
   const auto [more_idle, more_compute] = beyond(from, to);
-  const uint64_t steady = stretches * Median(per_stretch);
+  const uint64_t steady_each = Median(per_late), steady = steady_each * late_at;
   h.est_saving_ns = std::min({waiting, more_idle + more_compute, late, steady});
   if (h.est_saving_ns == 0) return std::nullopt;
   const double fraction = static_cast<double>(h.est_saving_ns) / static_cast<double>(waiting);
@@ -238,10 +245,10 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
   // Said where it binds by more than a tenth (stretches of a steady straggler differ a little).
   if (steady * 10 < std::min({waiting, more_idle + more_compute, late}) * 9)
     h.evidence.push_back(fmt::format(
-        "the waiting is uneven over the run: of {} stretches with equal numbers of collectives, "
-        "the median one lost {}; counted {} times, not what one stretch (a slower warm-up, a "
-        "one-off stall) adds",
-        stretches, Dur(steady / stretches), stretches));
+        "the waiting is uneven over the run: in the median of {} stretches with equal numbers of "
+        "collectives it cost {} per collective it arrived last at; over its {} such collectives "
+        "{}, without what one stretch (a slower warm-up, a one-off stall) adds",
+        stretches, Dur(steady_each), late_at, Dur(steady)));
   std::vector<size_t> order;
   for (size_t r = 0; r < n; ++r)
     if (r != s && waits[r]) order.push_back(r);
@@ -291,7 +298,9 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
       "If {} arrived with the others, they would not wait for it: the job, which runs at its "
       "slowest rank's pace, saves what {} spent beyond them (idle GPU and longer compute, from "
       "the first collective to the end of the last), at most its lateness where the others "
-      "arrived on their own and at most their waiting. Ranks are compared on each host's clock; "
+      "arrived on their own, at most their waiting, and at most what it cost per late collective "
+      "in the median of five stretches of the run, for each collective it was late to (a slower "
+      "warm-up or a one-off stall is not its pace). Ranks are compared on each host's clock; "
       "collectives are matched by their order on each communicator.",
       who, who);
   h.fix_cuda = fmt::format(

@@ -67,10 +67,10 @@ TraceBuilder Rank(int rank, const std::vector<uint64_t>& load_batch,
 }
 
 /// Two ranks of `steps` steps; rank 1's load_batch takes `delay` more than rank 0's 100 us, and
-/// `stall` more again in the first step (a slower warm-up, a one-off pause).
-kprof::Run TwoRanks(size_t steps, uint64_t delay, uint64_t stall = 0) {
+/// `stall` more again in step `stall_at` (a slower warm-up, a one-off pause).
+kprof::Run TwoRanks(size_t steps, uint64_t delay, uint64_t stall = 0, size_t stall_at = 0) {
   std::vector<uint64_t> lb0(steps, 100 * kUs), lb1(steps, 100 * kUs + delay), last(steps);
-  lb1[0] += stall;
+  lb1[stall_at] += stall;
   for (size_t i = 0; i < steps; ++i)
     last[i] = 1000 * kMs + i * 40 * kMs + lb1[i] + 20 * kUs + 10 * kMs;
   kprof::Run run;
@@ -368,9 +368,32 @@ TEST(RankImbalance, AStallDoesNotAddToTheStragglersPrice) {
   bool uneven = false;
   for (const std::string& e : h->evidence)
     uneven |= e.find(
-                  "of 5 stretches with equal numbers of collectives, the median one lost "
-                  "10.00 ms") != std::string::npos;
+                  "in the median of 5 stretches with equal numbers of collectives it cost 5.00 "
+                  "ms per collective it arrived last at; over its 10 such collectives 50.00 ms") !=
+              std::string::npos;
   EXPECT_TRUE(uneven) << ::testing::PrintToString(h->evidence);
+  // The same stall in the middle of the run.
+  kprof::Run mid = TwoRanks(10, 5 * kMs, 20 * kMs, 5);
+  Timeline tl_mid = BuildTimeline(mid);
+  const std::vector<Hint> hints_mid = ComputeHints(tl_mid, Analyze(tl_mid));
+  ASSERT_NE(FindHint(hints_mid, "rank-imbalance"), nullptr);
+  EXPECT_EQ(FindHint(hints_mid, "rank-imbalance")->est_saving_ns, 10 * 5 * kMs);
+}
+
+TEST(RankImbalance, ASteadyStragglerKeepsItsPriceWhateverTheStretchesHold) {
+  // 7, 12 or 17 steps (and the start-up broadcast) do not split into five equal stretches: some
+  // hold one late collective more than others. Priced per late collective, the straggler still
+  // costs 5 ms a step, and the evidence does not call its waiting uneven.
+  for (size_t steps : {6u, 7u, 12u, 17u, 22u}) {
+    kprof::Run run = TwoRanks(steps, 5 * kMs);
+    Timeline tl = BuildTimeline(run);
+    const std::vector<Hint> hints = ComputeHints(tl, Analyze(tl));
+    const Hint* h = FindHint(hints, "rank-imbalance");
+    ASSERT_NE(h, nullptr) << steps;
+    EXPECT_EQ(h->est_saving_ns, steps * 5 * kMs) << steps;
+    for (const std::string& e : h->evidence)
+      EXPECT_EQ(e.find("uneven"), std::string::npos) << steps << ": " << e;
+  }
 }
 
 TEST(RankImbalance, NoHintWhenRanksTakeTurnsOrArriveTogether) {
