@@ -106,7 +106,7 @@ if [[ " $PHASES " == *" cost "* ]]; then
         [ "$round" = 0 ] && continue  # the uncounted warm-up round
         loop=$(grep -o 'loop_s=[0-9.]*' "$OUT/cost-$name-$variant-$round.log" | tail -n 1 | cut -d= -f2)
         printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$variant" "$round" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$rc" "$loop" >> "$TSV"
-        if [ "$variant" = replay ] || [ "$variant" = sampled ] || [ "$variant" = sampled-base ]; then
+        if [[ " replay sampled sampled-base sampled-off " == *" $variant "* ]]; then
           "$BUILD/kprof" report "$OUT/cost-run" --by kernel --format json > "$OUT/cost-$name-$variant-$round.json" 2>/dev/null
         fi
       done

@@ -38,17 +38,22 @@ SAMPLED_COLUMNS = [  # what PM sampling measures (src/format/metrics.cpp) and nc
 ]
 
 
-def cost_table(path, column="wall_s", what="median wall s"):
+def cost_table(path, column="wall_s", what="median wall s", heading=None):
     runs, failed = {}, 0
     with open(path) as f:
         for row in csv.DictReader(f, delimiter="\t"):
-            if row["rc"] != "0" or not row.get(column):
-                failed += row["rc"] != "0"
+            if row["rc"] != "0" or (column == "wall_s" and not row["wall_s"]):
+                failed += 1
                 continue
-            runs.setdefault(row["workload"], {}).setdefault(row["variant"], []).append(
-                float(row[column]))
+            if row.get(column):  # a workload that prints no loop time has none
+                runs.setdefault(row["workload"], {}).setdefault(row["variant"], []).append(
+                    float(row[column]))
+    if column == "wall_s" and failed:
+        print(f"{failed} run(s) failed and are left out.\n")
     if not runs:
-        return False
+        return
+    if heading:
+        print(heading + "\n")
     print(f"| workload | variant | runs | {what} | x plain | x kprof | x kprof-off |")
     print("|---|---|---|---|---|---|---|")
     for workload, variants in runs.items():
@@ -62,9 +67,7 @@ def cost_table(path, column="wall_s", what="median wall s"):
             each = " ".join(f"{w:.2f}" for w in walls)
             print(f"| {workload} | {variant} | {len(walls)} ({each}) | {m:.3f} | " +
                   " | ".join(cells) + " |")
-    if failed:
-        print(f"\n{failed} run(s) failed and are left out.")
-    return True
+    print()
 
 
 def ncu_table(json_path, csv_path, columns):
@@ -103,14 +106,11 @@ def main():
     out = sys.argv[1]
     if os.path.exists(os.path.join(out, "cost.tsv")):
         cost_table(os.path.join(out, "cost.tsv"))
-        print()
-        print("The loop's own time (loop_s, where the workload prints it):\n")
-        if cost_table(os.path.join(out, "cost.tsv"), "loop_s", "median loop s"):
-            print()
+        cost_table(os.path.join(out, "cost.tsv"), "loop_s", "median loop s",
+                   "The loop's own time (loop_s, where the workload prints it):")
     if os.path.exists(os.path.join(out, "program.tsv")):  # scripts/capture_bench.sh
         print("The program's own wall time:\n")
         cost_table(os.path.join(out, "program.tsv"))
-        print()
     replay, ncu = os.path.join(out, "cc-replay.json"), os.path.join(out, "ncu.csv")
     if os.path.exists(replay) and os.path.exists(ncu):
         print("Replay against ncu:\n")

@@ -623,8 +623,8 @@ void StopSampling(bool last) {
     if (sp->lost_ns > 0) {
       char what[240];
       std::snprintf(what, sizeof what,
-                    "PM sampling on device %u lost %.1f ms between samples in %llu hole%s, the "
-                    "longest %.1f ms at +%.3f s (decoding fell behind; a longer "
+                    "PM sampling on device %u lost %.2f ms between samples in %llu hole%s, the "
+                    "longest %.2f ms at +%.3f s (decoding fell behind; a longer "
                     "--metrics-interval keeps up)",
                     sp->device, sp->lost_ns * 1e-6, static_cast<unsigned long long>(sp->holes),
                     sp->holes == 1 ? "" : "s", sp->longest_hole_ns * 1e-6,
