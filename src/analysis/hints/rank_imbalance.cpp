@@ -143,9 +143,9 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
   // only work the others had done ahead). It does not count the others' normal launch gaps,
   // which a waiting rank's spinning kernel covers and the idle comparison then takes for the
   // straggler's (on the H100 that took one run of the planted 1.000 s to 1.17 s).
-  // The same three figures per stretch of the run (kStretches, or one per collective when there
-  // are fewer), over the collectives the straggler was last at in each: the estimate is also at
-  // most the median stretch's figure per such collective times all of them (kStretches).
+  // The same three figures per stretch of the run (kStretches of them, or one per collective
+  // when there are fewer): the estimate is also at most the median stretch's figure per
+  // collective the straggler was last at, times all such collectives.
   const size_t stretches = std::min(kStretches, D.collectives.size());
   struct Stretch {
     std::vector<NsInterval> waits_for;
