@@ -65,9 +65,15 @@ Settings g_set;
 bool g_debug = false;
 // KPROF_REPLAY_KEEP_ENABLED=1: the range profiler stays enabled between replays (for testing).
 bool g_keep_enabled = false;
-// KPROF_COUNTERS_EVALUATE=0: PM sampling decodes but evaluates no sample (no samples are kept;
-// for measuring what evaluation costs the program, docs/counters.md).
+// Knobs for measuring and testing PM sampling (docs/counters.md), read once with the settings:
+// KPROF_COUNTERS_EVALUATE=0: decode but evaluate no sample (no samples are kept);
+// KPROF_PM_PREPARE=0: no preparation thread (everything in the first context; g_prepare);
+// KPROF_PM_AVAILABILITY=1: configure with the device's counter availability from the start;
+// KPROF_PM_REFUSE_CHIP_CONFIG=1: the device refuses a configuration made from the chip's name,
+// so that the retry with its availability runs on a device that accepts it.
 bool g_evaluate = true;
+bool g_availability = false;
+bool g_refuse_chip_config = false;
 uint64_t g_counters_started_ns = 0;  // when the agent started the counters (debug timings)
 
 // Problems, said once each, kept for the meta written at the end.
@@ -364,8 +370,7 @@ bool PrepareDevice(uint32_t device, DevicePrep& p, bool availability) {
   }
   Step("device supported", t);
   std::vector<uint8_t> avail;
-  const char* query = std::getenv("KPROF_PM_AVAILABILITY");
-  p.with_availability = availability || (query != nullptr && std::strcmp(query, "1") == 0);
+  p.with_availability = availability || g_availability;
   if (p.with_availability) {
     KPROF_PARAMS(CUpti_PmSampling_GetCounterAvailability_Params, ca);
     ca.deviceIndex = device;
@@ -403,13 +408,9 @@ bool EnableSampler(uint32_t device, Sampler& s, bool* refused = nullptr) {
   sc.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
   sc.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
   Step("enable", t);
-  // KPROF_PM_REFUSE_CHIP_CONFIG=1 (tests): the device refuses a configuration made from the
-  // chip's name, so that the retry with its availability runs on a device that accepts it.
-  const char* refuse = std::getenv("KPROF_PM_REFUSE_CHIP_CONFIG");
-  const CUptiResult configured =
-      refused != nullptr && refuse != nullptr && std::strcmp(refuse, "1") == 0
-          ? CUPTI_ERROR_INVALID_PARAMETER
-          : cuptiPmSamplingSetConfig(&sc);
+  const CUptiResult configured = refused != nullptr && g_refuse_chip_config
+                                     ? CUPTI_ERROR_INVALID_PARAMETER
+                                     : cuptiPmSamplingSetConfig(&sc);
   if (configured != CUPTI_SUCCESS && refused != nullptr) {
     *refused = true;
     return false;
@@ -726,9 +727,9 @@ void AskPreparation(int device) {
   std::lock_guard<std::mutex> lock(p.mu);
   int count = 0;  // a call that will fail for a device that does not exist: nothing to prepare
   if (p.abort || p.asked.count(static_cast<uint32_t>(device)) != 0 ||
-      cuDeviceGetCount(&count) != CUDA_SUCCESS || device >= count ||
-      !p.asked.insert(static_cast<uint32_t>(device)).second)
+      cuDeviceGetCount(&count) != CUDA_SUCCESS || device >= count)
     return;
+  p.asked.insert(static_cast<uint32_t>(device));
   p.queue.push_back(static_cast<uint32_t>(device));
   if (p.running) return;
   if (std::atexit(PrepExitGuard) != 0) {
@@ -1203,9 +1204,14 @@ bool ConfigureCounters() {
   };
   g_debug = std::getenv("KPROF_COUNTERS_DEBUG") != nullptr;
   g_keep_enabled = std::getenv("KPROF_REPLAY_KEEP_ENABLED") != nullptr;
-  if (const char* e = std::getenv("KPROF_COUNTERS_EVALUATE");
-      e != nullptr && std::strcmp(e, "0") == 0)
-    g_evaluate = false;
+  const auto env_is = [](const char* name, const char* value) {
+    const char* v = std::getenv(name);
+    return v != nullptr && std::strcmp(v, value) == 0;
+  };
+  g_evaluate = !env_is("KPROF_COUNTERS_EVALUATE", "0");
+  g_prepare = g_set.sampled && !env_is("KPROF_PM_PREPARE", "0");
+  g_availability = env_is("KPROF_PM_AVAILABILITY", "1");
+  g_refuse_chip_config = env_is("KPROF_PM_REFUSE_CHIP_CONFIG", "1");
   g_set.interval_ns = number("KPROF_METRICS_INTERVAL_US", 10, 1'000'000, 200) * 1000;
   g_set.top = number("KPROF_METRICS_TOP", 1, 1000, 10);
   g_set.launches = number("KPROF_METRICS_LAUNCHES", 1, 1000, 1);
@@ -1243,9 +1249,6 @@ void StartCounters(CUpti_SubscriberHandle subscriber,
     Problem("no CUPTI callback subscriber (another tool holds it): no counters");
     return;
   }
-  // KPROF_PM_PREPARE=0: no preparation thread (everything in the first context; for measuring).
-  const char* prep = std::getenv("KPROF_PM_PREPARE");
-  g_prepare = g_set.sampled && (prep == nullptr || std::strcmp(prep, "0") != 0);
   bool ok = KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                             CUPTI_CBID_RESOURCE_CONTEXT_CREATED));
   if (g_prepare)
