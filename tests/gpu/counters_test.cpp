@@ -15,9 +15,11 @@
 #include "kprof/metrics.h"
 #include "kprof/timeline.h"
 #include "kprof/trace.h"
+#include "workload_checks.h"
 
 using namespace kprof;
 using namespace kprof::gpu_test;
+using kprof::testing::Count;
 
 namespace {
 
@@ -216,9 +218,8 @@ TEST(GpuCounters, SampledForkedChildEndsCleanly) {
   Result r = KprofWith(dir, {"--metrics", "sampled"}, {Bin("kernels/fork_child"), "100"});
   ASSERT_EQ(r.status, 0) << r.out;
   Recorded m = Analyse(dir);
-  uint64_t kernels = 0;
-  for (const ProcessTrace& p : m.run.processes)
-    for (const Record& rec : p.records) kernels += rec.Kind() == RecordKind::Kernel;
+  size_t kernels = 0;
+  for (const ProcessTrace& p : m.run.processes) kernels += Count(p, RecordKind::Kernel);
   EXPECT_EQ(kernels, 200u);
   EXPECT_EQ(m.an.counters.mode, "sampled");
 }
