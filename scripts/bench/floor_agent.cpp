@@ -48,7 +48,7 @@ void CUPTIAPI Completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, size_t,
 }
 
 void AtExit() {
-  KPROF_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  KPROF_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "collect the last buffers");
   std::fprintf(stderr, "floor agent: %llu records, %llu dropped\n",
                static_cast<unsigned long long>(g_records.load()),
                static_cast<unsigned long long>(g_dropped.load()));
@@ -61,11 +61,12 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   g_init = true;
   uint32_t kinds = kprof::agent::ParseKinds(std::getenv("KPROF_KINDS"), nullptr);
   kprof::agent::ConfigureActivityAttributes(true);
-  KPROF_CUPTI(cuptiActivityRegisterCallbacks(Requested, Completed));
+  KPROF_CUPTI(cuptiActivityRegisterCallbacks(Requested, Completed), "register the buffers");
   int apis = 0;
   const char* graph = std::getenv("KPROF_GRAPH_TRACE");  // as the kprof agent: graph by default
   const bool graph_level = graph == nullptr || std::strcmp(graph, "node") != 0;
-  kprof::agent::EnableActivityKinds(kinds, &apis, graph_level);
+  if (graph_level) kprof::agent::EnableGraphTrace(kinds);
+  kprof::agent::EnableActivityKinds(kinds, &apis);
   std::atexit(AtExit);
   return 1;
 }

@@ -81,7 +81,8 @@ void CUPTIAPI OnCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_
     // agent's own exit handler runs; sampling stopped earlier, in its own exit handler).
     StopCounters(false);
     if (A().active) {
-      KPROF_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+      KPROF_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED),
+                  "collect the records of a CUDA context being destroyed (they may be lost)");
       A().flushes++;
     }
   }
@@ -123,11 +124,11 @@ MetaList StartMeta(const std::string& rank) {
   if (gethostname(host, sizeof(host) - 1) == 0) m.emplace_back("hostname", host);
   m.emplace_back("cmdline", ReadCmdline());
   uint64_t ts = 0;
-  KPROF_CUPTI(cuptiGetTimestamp(&ts));
+  KPROF_CUPTI(cuptiGetTimestamp(&ts), "read CUPTI's clock for the run's start time");
   m.emplace_back("start_time_ns", std::to_string(ts));
   m.emplace_back("clock", "cupti");
   uint32_t cupti_version = 0;
-  if (KPROF_CUPTI(cuptiGetVersion(&cupti_version))) {
+  if (KPROF_CUPTI(cuptiGetVersion(&cupti_version), "read the loaded CUPTI's version")) {
     m.emplace_back("cupti_version", std::to_string(cupti_version));
   }
   int driver = 0;
@@ -198,9 +199,11 @@ int Initialize() {
   CUptiResult sr = cuptiSubscribe_v2(&a.subscriber, OnCallback, nullptr, &params);
   if (sr == CUPTI_SUCCESS) {
     KPROF_CUPTI(cuptiEnableCallback(1, a.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                                    CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING));
+                                    CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING),
+                "watch CUDA contexts being destroyed (their last records may be lost)");
     KPROF_CUPTI(cuptiEnableCallback(1, a.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                                    CUPTI_CBID_RESOURCE_CONTEXT_CREATED));
+                                    CUPTI_CBID_RESOURCE_CONTEXT_CREATED),
+                "watch CUDA contexts being made (the run will not count them)");
     EnableGraphCallbacks(a.subscriber);
   } else {
     const char* msg = nullptr;
@@ -238,22 +241,28 @@ int Initialize() {
   }
 
   bool ok = ConfigureActivityAttributes(/*zeroed_buffers=*/true);
-  ok &= KPROF_CUPTI(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted));
+  ok &= KPROF_CUPTI(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted),
+                    "hand CUPTI kprof's record buffers (nothing will be recorded)");
   // Graphs launched from the device are recorded only at graph level, and only when asked for
   // before CUDA is initialised (the injection runs inside cuInit, before any context).
   // KPROF_DEVICE_GRAPHS=0 leaves them out (to measure what recording them costs).
   std::string device_graphs = "off";
   if (a.graph_level && (a.kinds & (kKindKernel | kKindMemcpy | kKindMemset)) != 0 &&
-      Env("KPROF_DEVICE_GRAPHS") != "0" && KPROF_CUPTI(cuptiActivityEnableDeviceGraph(1)))
+      Env("KPROF_DEVICE_GRAPHS") != "0" &&
+      KPROF_CUPTI(cuptiActivityEnableDeviceGraph(1),
+                  "turn on the records of graphs launched from the GPU (they will be missing)"))
     device_graphs = "on";
   int apis = 0;
-  // Capture windows (--capture, --delay, --duration): nothing but the device records until the
-  // first window opens; each window enables the kinds and closing it disables them.
+  // Graph-level tracing is on from the start, windows or not, and stays on (cupti_setup.h).
+  if (a.graph_level) ok &= EnableGraphTrace(a.kinds);
+  // Capture windows (--capture, --delay, --duration): nothing else but the device records until
+  // the first window opens; each window enables the kinds and closing it disables them.
   MetaList setup;
-  if (ConfigureCapture(setup) && StartCapture(a.subscriber, a.kinds, a.graph_level)) {
-    ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE));
+  if (ConfigureCapture(setup) && StartCapture(a.subscriber, a.kinds)) {
+    ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE),
+                      "record the devices' properties (the run's meta will lack them)");
   } else {
-    ok &= EnableActivityKinds(a.kinds, &apis, a.graph_level);
+    ok &= EnableActivityKinds(a.kinds, &apis);
   }
   setup.emplace_back("api_callbacks_enabled", std::to_string(apis));
   setup.emplace_back("device_graph_trace", device_graphs);

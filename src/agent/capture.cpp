@@ -1,9 +1,22 @@
-// Capture windows (issue 13): see capture.h and docs/capture.md.
+// Capture windows: see capture.h and docs/capture.md.
 //
 // A window opens on the program's own thread, inside the NVTX or profiler-API callback, so that
 // the kernels it launches next are recorded; it enables what `kprof run` asked for (the same
-// calls as a whole-process run, API filters included) and disables it all on closing. The timer
-// thread opens the --delay window and closes windows after --duration. One mutex orders them.
+// calls as a whole-process run, API filters included) and disables it on closing. The timer
+// thread opens the --delay window and closes windows after --duration, both counted from the
+// first CUDA context. One mutex (State::mu) orders the windows and the switching of CUPTI.
+//
+// Two things are never switched while the program runs, because CUPTI 13.0 does not survive it
+// or loses records (measured on an H200, docs/capture.md "How it works"):
+// - graph-level tracing (CUPTI_ACTIVITY_KIND_GRAPH_TRACE) stays on from the start: a graph
+//   instantiated with it off and launched with it on crashed in cuGraphLaunch.
+// - no kind is switched while a context is being made, or before the first one exists.
+// And one thing switched does not always take: in node mode, kernel records switched on before a
+// context was made went on for the nodes of its graphs after being switched off. So which graph
+// launches a window holds is decided here, in both modes: the driver's cuGraphLaunch callback
+// notes the correlation ids of the launches made while a window is open (an interval per
+// window: CUPTI numbers calls in order), and the writer keeps a graph's records (its launch,
+// or its nodes' work) only when their correlation id falls in one (AdmitGraphWork).
 #include "agent/capture.h"
 
 #include <cupti.h>
@@ -21,6 +34,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "agent/agent.h"
 #include "agent/cupti_setup.h"
@@ -56,8 +70,19 @@ struct State {
   uint64_t owner_range_id = 0;
   uint64_t nvtx_seen = 0;  // pushes and starts of the range named
   uint32_t kinds = 0;
-  bool graph_level = false;
   std::thread timer;
+  // What CUPTI records now (the kinds of `kinds`) and what the windows want: they differ while
+  // a switch waits for a context (Sync).
+  bool kinds_on = false;
+  bool want_on = false;
+  bool context_ready = false;                        // the first context exists
+  uint64_t context_ns = 0;                           // when it was made (CUPTI clock)
+  std::chrono::steady_clock::time_point context_at;  // the same, for the timer
+  std::chrono::steady_clock::time_point opened_at;   // the open window's opening, for the timer
+  // Every window's span (open, close; close 0 while open): device-launched graphs are kept when
+  // they start inside one.
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  uint64_t deferred_switches = 0;  // switches that waited for a context
 };
 
 Settings g_settings;
@@ -67,6 +92,48 @@ std::atomic<bool> g_configured{false};
 // Pushes and starts of any range: a window that never opens, did NVTX reach kprof at all?
 std::atomic<uint64_t> g_nvtx_ranges{0};
 std::atomic<bool> g_window_open{false};
+// Context-making driver calls in flight (kContextCalls), and a switch of CUPTI's kinds in
+// progress: a context call that begins waits for the switch (briefly), a switch that finds a
+// call in flight waits for the call to return. Both sequentially consistent: each side sets its
+// flag before it reads the other's.
+std::atomic<int> g_context_calls{0};
+std::atomic<bool> g_switching{false};
+std::atomic<bool> g_switch_pending{false};
+
+// Graph launches made inside windows: per window that made any, the lowest and highest
+// correlation id, in window order; whether the callbacks gave ids at all; the records kept and
+// left out, for the meta.
+struct LaunchIds {
+  uint64_t window;  // S().windows when it was open
+  uint32_t low, high;
+};
+std::mutex g_launch_mu;
+std::vector<LaunchIds> g_launch_ids_inside;
+std::atomic<uint64_t> g_window_number{0};  // the window open now (1, 2, ...), when one is
+std::atomic<bool> g_launch_ids{true};
+std::atomic<uint64_t> g_graph_kept{0}, g_graph_left_out{0};
+
+// The driver calls that make a context: a switch of the kinds waits while one runs.
+constexpr CUpti_CallbackId kContextCalls[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRetain, CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v3, CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v4};
+// Graph launches: the driver's calls, and the runtime's (which make a driver call each; each call
+// has its own correlation id, and a launch's records carry one of the two).
+constexpr CUpti_CallbackId kGraphLaunchCalls[] = {CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+                                                  CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz};
+constexpr CUpti_CallbackId kRuntimeGraphLaunchCalls[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000};
+bool IsGraphLaunchCall(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  const auto in = [cbid](const auto& ids) {
+    return std::find(std::begin(ids), std::end(ids), cbid) != std::end(ids);
+  };
+  return domain == CUPTI_CB_DOMAIN_DRIVER_API    ? in(kGraphLaunchCalls)
+         : domain == CUPTI_CB_DOMAIN_RUNTIME_API ? in(kRuntimeGraphLaunchCalls)
+                                                 : false;
+}
+// How long a context call waits for a switch in progress before it goes on regardless.
+constexpr auto kSwitchWait = std::chrono::milliseconds(200);
 
 State& S() {
   static State* s = new State();  // leaked: callbacks may come after static destructors
@@ -93,20 +160,55 @@ uint64_t EnvMs(const char* name, std::vector<std::pair<std::string, std::string>
   return static_cast<uint64_t>(ms) * 1'000'000u;
 }
 
+// Brings what CUPTI records in line with what the windows want, unless a context is being made
+// (then the context call's return does it) or, for switching off, none exists yet (then the first
+// context's creation does it). Returns the API ids enabled. With the state's mutex held.
+int Sync(State& s) {
+  if (s.kinds_on == s.want_on) {
+    g_switch_pending = false;
+    return 0;
+  }
+  if (!s.want_on && !s.context_ready) {
+    g_switch_pending = true;
+    return 0;
+  }
+  g_switching = true;
+  if (g_context_calls.load() > 0) {
+    g_switching = false;
+    if (!g_switch_pending.exchange(true)) ++s.deferred_switches;
+    return 0;
+  }
+  int apis = 0;
+  if (s.want_on)
+    EnableActivityKinds(s.kinds, &apis, g_api);
+  else
+    DisableActivityKinds(s.kinds, g_api);
+  s.kinds_on = s.want_on;
+  g_switching = false;
+  g_switch_pending = false;
+  return apis;
+}
+
 // With the state's mutex held.
 void Open(State& s, CaptureTrigger trigger, std::string by) {
   if (s.open || s.ended || s.windows >= g_settings.count) return;
-  // The window begins before the kinds are enabled: enabling takes a while, and work the
-  // program launches meanwhile may be recorded.
+  // The window begins before the kinds are enabled (enabling takes a while, and work the program
+  // launches meanwhile may be recorded), the graph launches it holds once they are: a graph
+  // launch is the window's when its call was recorded (capture.h).
   s.opened_ns = Now();
-  int apis = 0;
-  EnableActivityKinds(s.kinds, &apis, s.graph_level, g_api);
+  s.opened_at = std::chrono::steady_clock::now();
+  s.want_on = true;
+  const int apis = Sync(s);
+  s.spans.emplace_back(s.opened_ns, 0);
+  g_window_number = s.windows + 1;
+  g_window_open = true;
   if (g_debug)
-    std::fprintf(stderr, "kprof capture: window %llu opened by %s: %d API ids enabled in %.1f us\n",
-                 static_cast<unsigned long long>(s.windows + 1), by.c_str(), apis,
+    std::fprintf(stderr, "kprof capture: window %llu opened by %s: %s in %.1f us\n",
+                 static_cast<unsigned long long>(s.windows + 1), by.c_str(),
+                 s.kinds_on ? (std::to_string(apis) + " API ids enabled").c_str()
+                            : "the kinds wait for a context",
                  static_cast<double>(Now() - s.opened_ns) / 1e3);
   s.open = true;
-  g_window_open = true;
   s.opened_tid = CuptiThreadId();
   s.opened_trigger = trigger;
   s.opened_by = std::move(by);
@@ -118,13 +220,17 @@ void Open(State& s, CaptureTrigger trigger, std::string by) {
 void Close(State& s, CaptureEnd why) {
   if (!s.open) return;
   const uint64_t closing = Now();
-  if (why != CaptureEnd::ProcessEnd) DisableActivityKinds(s.kinds, s.graph_level, g_api);
+  g_window_open = false;  // graph launches from here on are not the window's, before the switch
+  if (!s.spans.empty()) s.spans.back().second = closing;
+  s.want_on = false;
+  // At the process's end collection stops anyway: nothing to switch off.
+  if (why != CaptureEnd::ProcessEnd) Sync(s);
   if (g_debug)
-    std::fprintf(stderr, "kprof capture: window %llu closed (%u) in %.1f us\n",
+    std::fprintf(stderr, "kprof capture: window %llu closed (%u)%s in %.1f us\n",
                  static_cast<unsigned long long>(s.windows), static_cast<unsigned>(why),
+                 s.kinds_on ? ": the kinds wait for a context" : "",
                  static_cast<double>(Now() - closing) / 1e3);
   s.open = false;
-  g_window_open = false;
   s.owner_depth = -1;
   s.owner_range_id = 0;
   Record r;
@@ -143,15 +249,17 @@ void Close(State& s, CaptureEnd why) {
   s.cv.notify_all();
 }
 
-// The timer: arms (and for --delay/--duration alone opens) after the delay, closes each window
-// --duration after it opened.
+// The timer: waits for the first context, then arms (and for --delay/--duration alone opens)
+// after the delay, and closes each window --duration after the later of its opening and the
+// first context.
 void TimerLoop() {
   BlockSignalsInThisThread();
   State& s = S();
-  const auto start = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(s.mu);
+  s.cv.wait(lock, [&] { return s.stop || s.context_ready; });
+  if (s.stop) return;
   if (g_settings.delay_ns > 0) {
-    s.cv.wait_until(lock, start + std::chrono::nanoseconds(g_settings.delay_ns),
+    s.cv.wait_until(lock, s.context_at + std::chrono::nanoseconds(g_settings.delay_ns),
                     [&] { return s.stop; });
     if (s.stop) return;
   }
@@ -164,12 +272,77 @@ void TimerLoop() {
     s.cv.wait(lock, [&] { return s.stop || s.ended || s.open; });
     if (s.stop || s.ended) return;
     const uint64_t window = s.windows;
-    const auto opened = std::chrono::steady_clock::now();
-    s.cv.wait_until(lock, opened + std::chrono::nanoseconds(g_settings.duration_ns),
+    const auto from = std::max(s.opened_at, s.context_at);
+    s.cv.wait_until(lock, from + std::chrono::nanoseconds(g_settings.duration_ns),
                     [&] { return s.stop || !s.open || s.windows != window; });
     if (s.stop) return;
     if (s.open && s.windows == window) Close(s, CaptureEnd::Duration);
   }
+}
+
+// A context was made: the timer starts counting, and a switch that waited for it is made.
+void OnContextCreated() {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.context_ready) {
+    s.context_ready = true;
+    s.context_ns = Now();
+    s.context_at = std::chrono::steady_clock::now();
+    s.cv.notify_all();
+  }
+  Sync(s);
+}
+
+// A context-making driver call begins or returns.
+void OnContextCall(const CUpti_CallbackData& cb) {
+  if (cb.callbackSite == CUPTI_API_ENTER) {
+    g_context_calls.fetch_add(1);
+    const auto until = std::chrono::steady_clock::now() + kSwitchWait;
+    while (g_switching.load() && std::chrono::steady_clock::now() < until)
+      std::this_thread::yield();
+    return;
+  }
+  if (g_context_calls.fetch_sub(1) == 1 && g_switch_pending.load()) {
+    State& s = S();
+    std::lock_guard<std::mutex> lock(s.mu);
+    Sync(s);
+  }
+}
+
+// A graph launch begins: inside a window, its records are the window's.
+void OnGraphLaunch(const CUpti_CallbackData& cb) {
+  if (cb.callbackSite != CUPTI_API_ENTER || !g_window_open.load()) return;
+  if (cb.correlationId == 0) {
+    g_launch_ids = false;  // no ids to match: graph work is kept by time (InsideSpan)
+    return;
+  }
+  const uint64_t window = g_window_number.load();
+  std::lock_guard<std::mutex> lock(g_launch_mu);
+  if (g_launch_ids_inside.empty() || g_launch_ids_inside.back().window != window) {
+    g_launch_ids_inside.push_back({window, cb.correlationId, cb.correlationId});
+    return;
+  }
+  LaunchIds& ids = g_launch_ids_inside.back();
+  ids.low = std::min(ids.low, cb.correlationId);
+  ids.high = std::max(ids.high, cb.correlationId);
+}
+
+// True when a graph launch with this correlation id was made inside a window.
+bool LaunchedInside(uint32_t correlation) {
+  std::lock_guard<std::mutex> lock(g_launch_mu);
+  // Windows in order, their ids rising: the last window whose lowest id is not above it.
+  auto it = std::upper_bound(g_launch_ids_inside.begin(), g_launch_ids_inside.end(), correlation,
+                             [](uint32_t id, const LaunchIds& w) { return id < w.low; });
+  return it != g_launch_ids_inside.begin() && correlation <= std::prev(it)->high;
+}
+
+// True when `ns` falls inside a window (one still open counts up to now).
+bool InsideSpan(uint64_t ns) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (const auto& [open, close] : s.spans)
+    if (ns >= open && (close == 0 || ns <= close)) return true;
+  return false;
 }
 
 // The message of an NVTX push or start, when it is ASCII (other kinds never match a name).
@@ -337,10 +510,9 @@ bool ConfigureCapture(std::vector<std::pair<std::string, std::string>>& meta) {
   return true;
 }
 
-bool StartCapture(CUpti_SubscriberHandle subscriber, uint32_t kinds, bool graph_level) {
+bool StartCapture(CUpti_SubscriberHandle subscriber, uint32_t kinds) {
   State& s = S();
   s.kinds = kinds;
-  s.graph_level = graph_level;
   g_debug = std::getenv("KPROF_CAPTURE_DEBUG") != nullptr;
   if (const char* api = std::getenv("KPROF_CAPTURE_API");
       api != nullptr && std::string(api) == "id")
@@ -355,23 +527,51 @@ bool StartCapture(CUpti_SubscriberHandle subscriber, uint32_t kinds, bool graph_
     bool ok = true;
     if (g_settings.trigger == CaptureTrigger::Nvtx) {
       for (CUpti_CallbackId id : kNvtxIds)
-        ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_NVTX, id));
+        ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_NVTX, id),
+                          "watch NVTX ranges (--capture nvtx: cannot open a window)");
     } else {
+      constexpr const char* kDoing =
+          "watch cudaProfilerStart/Stop (--capture cuda-profiler-api cannot open a window)";
       ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
-                                            CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000));
+                                            CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000),
+                        kDoing);
       ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
-                                            CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000));
+                                            CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000),
+                        kDoing);
       ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
-                                            CUPTI_DRIVER_TRACE_CBID_cuProfilerStart));
+                                            CUPTI_DRIVER_TRACE_CBID_cuProfilerStart),
+                        kDoing);
       ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
-                                            CUPTI_DRIVER_TRACE_CBID_cuProfilerStop));
+                                            CUPTI_DRIVER_TRACE_CBID_cuProfilerStop),
+                        kDoing);
     }
     if (!ok) return false;
+  }
+  if (subscriber != nullptr) {
+    // Context calls and graph launches (see the top of this file); without them windows still
+    // work, with the risks those callbacks exist to avoid.
+    for (CUpti_CallbackId id : kContextCalls)
+      KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id),
+                  "watch context creation (a capture window may switch during it)");
+    KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                    CUPTI_CBID_RESOURCE_CONTEXT_CREATED),
+                "watch context creation (a capture window may switch during it)");
+    constexpr const char* kDoing =
+        "watch graph launches (graph work is then kept by the time it ran)";
+    for (CUpti_CallbackId id : kGraphLaunchCalls)
+      if (!KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id), kDoing))
+        g_launch_ids = false;
+    for (CUpti_CallbackId id : kRuntimeGraphLaunchCalls)
+      if (!KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id), kDoing))
+        g_launch_ids = false;
+  } else {
+    s.context_ready = true;  // nothing will say when the first context comes
+    s.context_at = std::chrono::steady_clock::now();
   }
   g_configured = true;
   if (g_settings.delay_ns == 0) {
     // Armed from the start; --duration alone opens its window now, on the thread initialising
-    // CUDA, before any work.
+    // CUDA, before any context and any work: as a whole-process run enables its kinds.
     std::lock_guard<std::mutex> lock(s.mu);
     s.armed = true;
     if (g_settings.trigger == CaptureTrigger::Time) Open(s, CaptureTrigger::Time, "start");
@@ -387,6 +587,22 @@ bool OnCaptureCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const
       OnNvtx(cbid, *static_cast<const CUpti_NvtxData*>(data));
     return true;
   }
+  if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+    if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) OnContextCreated();
+    return false;  // the agent and the counters see it too
+  }
+  if (IsGraphLaunchCall(domain, cbid)) {
+    OnGraphLaunch(*static_cast<const CUpti_CallbackData*>(data));
+    return false;
+  }
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    const auto& cb = *static_cast<const CUpti_CallbackData*>(data);
+    if (std::find(std::begin(kContextCalls), std::end(kContextCalls), cbid) !=
+        std::end(kContextCalls)) {
+      OnContextCall(cb);
+      return false;  // the counters' preparation sees them too
+    }
+  }
   if (g_settings.trigger != CaptureTrigger::ProfilerApi) return false;
   const bool start = IsProfilerStart(domain, cbid), stop = IsProfilerStop(domain, cbid);
   if (!start && !stop) return false;
@@ -401,12 +617,30 @@ bool OnCaptureCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const
   return true;
 }
 
+bool AdmitGraphWork(const Record& r) {
+  if (!g_configured) return true;
+  const bool launch = r.Kind() == RecordKind::GraphLaunch;
+  const bool call =
+      (r.Kind() == RecordKind::RuntimeApi && IsGraphLaunchCall(CUPTI_CB_DOMAIN_RUNTIME_API, r.a)) ||
+      (r.Kind() == RecordKind::DriverApi && IsGraphLaunchCall(CUPTI_CB_DOMAIN_DRIVER_API, r.a));
+  // The calls are not counted in the meta: their work is.
+  if (call) return g_launch_ids.load() ? LaunchedInside(r.correlation) : InsideSpan(r.start_ns);
+  if (!launch && GraphNodeOf(r) == 0) return true;  // not a graph's work
+  bool kept = false;
+  if ((launch && (r.flags & kGraphLaunchFromDevice) != 0) || !g_launch_ids.load())
+    kept = InsideSpan(r.start_ns);
+  else
+    kept = LaunchedInside(r.correlation);
+  (kept ? g_graph_kept : g_graph_left_out).fetch_add(1, std::memory_order_relaxed);
+  return kept;
+}
+
 bool OutsideWindow() { return g_configured && !g_window_open; }
 
 void EndCapture() {
   if (!g_configured) return;
   State& s = S();
-  uint64_t windows = 0, seen = 0;
+  uint64_t windows = 0, seen = 0, context_ns = 0, deferred = 0;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     if (s.stop) return;
@@ -415,12 +649,20 @@ void EndCapture() {
     s.ended = true;
     windows = s.windows;
     seen = s.nvtx_seen;
+    context_ns = s.context_ns;
+    deferred = s.deferred_switches;
     s.cv.notify_all();
   }
   if (s.timer.joinable()) s.timer.join();
   Agent& a = A();
   std::lock_guard<std::mutex> lock(a.side_mu);
   a.side_meta.emplace_back("capture_windows", std::to_string(windows));
+  if (context_ns != 0) a.side_meta.emplace_back("first_context_ns", std::to_string(context_ns));
+  if (deferred != 0)
+    a.side_meta.emplace_back("capture_switches_deferred", std::to_string(deferred));
+  a.side_meta.emplace_back("capture_graph_records_kept", std::to_string(g_graph_kept));
+  a.side_meta.emplace_back("capture_graph_records_outside", std::to_string(g_graph_left_out));
+  a.side_meta.emplace_back("capture_graph_match", g_launch_ids.load() ? "correlation" : "time");
   if (g_settings.trigger == CaptureTrigger::Nvtx) {
     a.side_meta.emplace_back("capture_range_seen", std::to_string(seen));
     a.side_meta.emplace_back("capture_nvtx_ranges", std::to_string(g_nvtx_ranges.load()));

@@ -1,7 +1,9 @@
-// Capture windows in the agent (issue 13, docs/capture.md): recording only between two events of
-// the program (an NVTX range, cudaProfilerStart/Stop) or two moments (--delay, --duration).
-// Outside a window no activity kind and no API record is enabled, so the program runs at close
-// to its unprofiled speed; each window becomes a CaptureWindow record.
+// Capture windows in the agent (docs/capture.md): recording only between two events of the
+// program (an NVTX range, cudaProfilerStart/Stop) or two moments (--delay, --duration, counted
+// from the first CUDA context). Outside a window no activity kind and no API record is enabled,
+// except graph-level tracing, which CUPTI cannot have switched while the program runs: the work
+// of graphs launched outside the windows is left out when its records arrive (AdmitGraphWork).
+// Each window becomes a CaptureWindow record.
 //
 // Asked for through the environment `kprof run` sets: KPROF_CAPTURE ("nvtx:NAME" or
 // "cuda-profiler-api"), KPROF_CAPTURE_COUNT (windows to record, default 1), KPROF_DELAY_MS and
@@ -15,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "kprof/record.h"
+
 namespace kprof::agent {
 
 /// Reads the settings; true when recording is limited to windows (the activity kinds must then
@@ -23,12 +27,19 @@ namespace kprof::agent {
 /// `meta`.
 bool ConfigureCapture(std::vector<std::pair<std::string, std::string>>& meta);
 /// Enables the callbacks the windows need on kprof's subscriber (NVTX pushes and pops, the
-/// profiler API) and starts the timer for --delay and --duration. `kinds` and `graph_level` are
-/// what each window enables. False when the trigger cannot work (no subscriber): the caller then
-/// records the whole process.
-bool StartCapture(CUpti_SubscriberHandle subscriber, uint32_t kinds, bool graph_level);
-/// A callback for the windows (NVTX, profiler API); false for any other.
+/// profiler API), context creation and graph launches, and starts the timer for --delay and
+/// --duration. `kinds` is what each window enables. False when the trigger cannot work (no
+/// subscriber): the caller then records the whole process.
+bool StartCapture(CUpti_SubscriberHandle subscriber, uint32_t kinds);
+/// A callback for the windows: NVTX and the profiler API (true: handled), context creation and
+/// graph launches (false: other parts of the agent see them too); false for any other.
 bool OnCaptureCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
+/// The writer's question for each record: does it belong to the windows? True without windows
+/// and for anything but a graph launch and its work. A graph launch's call, the launch (graph
+/// mode) or a node's kernel, copy or memset (node mode) belongs to the window open when the call
+/// was made (its correlation id was noted then); a launch from the GPU to the window its start
+/// falls in.
+bool AdmitGraphWork(const Record& r);
 /// True when windows were asked for and none is open: the counters' replay stays idle.
 bool OutsideWindow();
 /// Ends the windows at the end of collection: an open one is recorded as ended with the process;

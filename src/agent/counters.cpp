@@ -1250,17 +1250,20 @@ void StartCounters(CUpti_SubscriberHandle subscriber,
     return;
   }
   bool ok = KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                                            CUPTI_CBID_RESOURCE_CONTEXT_CREATED));
+                                            CUPTI_CBID_RESOURCE_CONTEXT_CREATED),
+                        "watch CUDA contexts being made (no GPU will be sampled)");
   if (g_prepare)
     for (CUpti_CallbackId id : kContextCreatingCalls)
-      ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id));
+      ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id),
+                        "watch context creation (sampling's set-up will start later)");
   if (g_set.replay) {
     for (CUpti_CallbackId id :
          {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
           CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
           CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
           CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz})
-      ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id));
+      ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id),
+                        "watch kernel launches (no kernel will be replayed)");
   }
   if (!ok) Problem("enabling the counters' callbacks failed");
   Agent& a = A();

@@ -114,17 +114,22 @@ std::string KindsToString(uint32_t kinds) {
   return out;
 }
 
-void LogFailureOnce(const char* call, const char* message, int code, const char* file, int line) {
+void LogFailureOnce(const char* call, const char* doing, const char* message, int code,
+                    const char* file, int line) {
   std::lock_guard<std::mutex> lock(LogMutex());
-  if (Logged().insert({file, line}).second)
-    std::fprintf(stderr, "kprof agent: %s failed: %s (%d)\n", call, message, code);
+  if (!Logged().insert({file, line}).second) return;
+  // The function's name, without its arguments.
+  const std::string_view text(call != nullptr ? call : "");
+  const std::string_view fn = text.substr(0, text.find('('));
+  std::fprintf(stderr, "kprof agent: could not %s: %.*s returned %s (%d)\n", doing,
+               static_cast<int>(fn.size()), fn.data(), message, code);
 }
 
-bool CheckCupti(CUptiResult r, const char* call, const char* file, int line) {
+bool CheckCupti(CUptiResult r, const char* call, const char* doing, const char* file, int line) {
   if (r == CUPTI_SUCCESS) return true;
   const char* msg = nullptr;
   if (cuptiGetResultString(r, &msg) != CUPTI_SUCCESS || msg == nullptr) msg = "unknown error";
-  LogFailureOnce(call, msg, static_cast<int>(r), file, line);
+  LogFailureOnce(call, doing, msg, static_cast<int>(r), file, line);
   return false;
 }
 
@@ -139,14 +144,16 @@ bool ConfigureActivityAttributes(bool zeroed_buffers) {
   }
   size_t sz = sizeof(device_buffer);
   ok &= KPROF_CUPTI(
-      cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &device_buffer));
+      cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &device_buffer),
+      "set the size of CUPTI's device buffers (short kernels may lose their timestamps)");
   if (zeroed_buffers) {
     // We hand CUPTI zero-filled buffers (zeroed on kprof's writer thread), so CUPTI need not
     // zero them on the application thread.
     uint8_t zeroed = 1;
     size_t zsz = sizeof(zeroed);
     ok &= KPROF_CUPTI(
-        cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &zsz, &zeroed));
+        cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &zsz, &zeroed),
+        "tell CUPTI that kprof's buffers arrive zeroed (CUPTI will zero them itself)");
   }
   return ok;
 }
@@ -186,6 +193,8 @@ const TracedIds& Traced() {
   return ids;
 }
 
+// Switches the API records of `ids` on or off. An id the loaded CUPTI does not know is skipped
+// (INVALID_PARAMETER); any other failure is reported once, naming the call.
 int SetApiRecords(const std::vector<CUpti_CallbackId>& ids, bool runtime, uint8_t on) {
   int done = 0;
   for (CUpti_CallbackId cbid : ids) {
@@ -194,7 +203,20 @@ int SetApiRecords(const std::vector<CUpti_CallbackId>& ids, bool runtime, uint8_
     if (r == CUPTI_SUCCESS) {
       ++done;
     } else if (r != CUPTI_ERROR_INVALID_PARAMETER) {
-      KPROF_CUPTI(r);
+      const char* name = nullptr;
+      if (cuptiGetCallbackName(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API,
+                               cbid, &name) != CUPTI_SUCCESS ||
+          name == nullptr)
+        name = "a CUDA API call";
+      const std::string doing =
+          std::string(on ? "start" : "stop") + " recording calls to " + name +
+          (on ? " (such calls are missing from the run)" : " (they go on being recorded)");
+      // One message per call site: the first id that failed in each direction and domain.
+      const char* fn = runtime ? "cuptiActivityEnableRuntimeApi" : "cuptiActivityEnableDriverApi";
+      if (on && runtime) CheckCupti(r, fn, doing.c_str(), __FILE__, __LINE__);
+      if (on && !runtime) CheckCupti(r, fn, doing.c_str(), __FILE__, __LINE__);
+      if (!on && runtime) CheckCupti(r, fn, doing.c_str(), __FILE__, __LINE__);
+      if (!on && !runtime) CheckCupti(r, fn, doing.c_str(), __FILE__, __LINE__);
     }
   }
   return done;
@@ -212,64 +234,94 @@ size_t PrepareApiRecords() { return Traced().runtime.size() + Traced().driver.si
 // as at start (docs/capture.md).
 int SetApis(uint32_t kinds, uint8_t on, ApiRecords how) {
   const TracedIds& t = Traced();
-  const auto kind = [&](CUpti_ActivityKind k, const std::vector<CUpti_CallbackId>& other,
-                        bool runtime) {
+  // On: the kind, then every other id off, then kprof's ids on. Off: kprof's ids off while the
+  // kind is still on (per-id settings of a disabled kind are refused), then the kind.
+  const auto kind_on = [&](CUpti_ActivityKind k, const std::vector<CUpti_CallbackId>& other,
+                           bool runtime) {
     if (how != ApiRecords::Kind) return;
-    if (!on) {
-      KPROF_CUPTI(cuptiActivityDisable(k));
-      return;
-    }
-    KPROF_CUPTI(cuptiActivityEnable(k));
+    KPROF_CUPTI(cuptiActivityEnable(k), runtime
+                                            ? "start recording CUDA runtime calls in this window"
+                                            : "start recording CUDA driver calls in this window");
     SetApiRecords(other, runtime, 0);
+  };
+  const auto kind_off = [&](CUpti_ActivityKind k, bool runtime) {
+    if (how != ApiRecords::Kind) return;
+    KPROF_CUPTI(cuptiActivityDisable(k),
+                runtime ? "stop recording CUDA runtime calls when the window closed"
+                        : "stop recording CUDA driver calls when the window closed");
   };
   int apis = 0;
   if (kinds & kKindRuntime) {
-    kind(CUPTI_ACTIVITY_KIND_RUNTIME, t.other_runtime, true);
+    if (on) kind_on(CUPTI_ACTIVITY_KIND_RUNTIME, t.other_runtime, true);
     apis += SetApiRecords(t.runtime, true, on);
+    if (!on) kind_off(CUPTI_ACTIVITY_KIND_RUNTIME, true);
   }
   if (kinds & kKindDriver) {
-    kind(CUPTI_ACTIVITY_KIND_DRIVER, t.other_driver, false);
+    if (on) kind_on(CUPTI_ACTIVITY_KIND_DRIVER, t.other_driver, false);
     apis += SetApiRecords(t.driver, false, on);
+    if (!on) kind_off(CUPTI_ACTIVITY_KIND_DRIVER, false);
   }
   return apis;
 }
 
-bool EnableActivityKinds(uint32_t kinds, int* enabled_api, bool graph_level, ApiRecords how) {
-  bool ok = true;
-  // Before the kernel kinds: graphs instantiated later are then traced as a whole.
-  if (graph_level && (kinds & (kKindKernel | kKindMemcpy | kKindMemset)))
-    ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE));
-  // CONCURRENT_KERNEL, never KERNEL: KERNEL serializes every kernel launch.
-  if (kinds & kKindKernel)
-    ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-  if (kinds & kKindMemcpy) ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
-  if (kinds & kKindMemset) ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
-  if (kinds & kKindSync) {
-    ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
-    // No records for event/stream queries that found work unfinished: polling loops flood.
-    KPROF_CUPTI(cuptiActivityEnableAllSyncRecords(0));
-  }
-  if (kinds & kKindNvtx) ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER));
-  if (kinds & kKindMemory) ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY2));
-  if (kinds & kKindOverhead) ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_OVERHEAD));
-  // Device records carry the properties kprof writes into the file's meta block.
-  KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE));
+namespace {
+
+// The activity kinds a capture window switches, with what each records (for messages).
+struct Switched {
+  uint32_t bit;
+  CUpti_ActivityKind kind;
+  const char* on;
+  const char* off;
+};
+constexpr Switched kSwitched[] = {
+    // CONCURRENT_KERNEL, never KERNEL: KERNEL serializes every kernel launch.
+    {kKindKernel, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "start recording kernels",
+     "stop recording kernels"},
+    {kKindMemcpy, CUPTI_ACTIVITY_KIND_MEMCPY, "start recording memory copies",
+     "stop recording memory copies"},
+    {kKindMemset, CUPTI_ACTIVITY_KIND_MEMSET, "start recording memsets", "stop recording memsets"},
+    {kKindSync, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "start recording synchronizations",
+     "stop recording synchronizations"},
+    {kKindNvtx, CUPTI_ACTIVITY_KIND_MARKER, "start recording NVTX ranges",
+     "stop recording NVTX ranges"},
+    {kKindMemory, CUPTI_ACTIVITY_KIND_MEMORY2, "start recording device memory allocations",
+     "stop recording device memory allocations"},
+    {kKindOverhead, CUPTI_ACTIVITY_KIND_OVERHEAD, "start recording CUPTI's own overhead",
+     "stop recording CUPTI's own overhead"},
+};
+
+}  // namespace
+
+bool EnableGraphTrace(uint32_t kinds) {
+  if ((kinds & (kKindKernel | kKindMemcpy | kKindMemset)) == 0) return true;
+  return KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE),
+                     "turn on graph-level tracing (CUDA graph launches will not be recorded)");
+}
+
+bool EnableActivityKinds(uint32_t kinds, int* enabled_api, ApiRecords how) {
+  // The calls first, the work they launch after (and off in the other order): a kernel recorded
+  // while a capture window switches always has its launch's call.
   // Only the calls kprof needs, per callback id: enabling whole domains costs far more.
   const int apis = SetApis(kinds, 1, how);
   if (enabled_api != nullptr) *enabled_api = apis;
+  bool ok = true;
+  for (const Switched& k : kSwitched) {
+    if ((kinds & k.bit) == 0) continue;
+    ok &= KPROF_CUPTI(cuptiActivityEnable(k.kind), k.on);
+    // No records for event/stream queries that found work unfinished: polling loops flood.
+    if (k.bit == kKindSync)
+      KPROF_CUPTI(cuptiActivityEnableAllSyncRecords(0),
+                  "leave out synchronization records of queries that found work unfinished");
+  }
+  // Device records carry the properties kprof writes into the file's meta block.
+  KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE),
+              "record the devices' properties (the run's meta will lack them)");
   return ok;
 }
 
-void DisableActivityKinds(uint32_t kinds, bool graph_level, ApiRecords how) {
-  if (graph_level && (kinds & (kKindKernel | kKindMemcpy | kKindMemset)))
-    KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE));
-  if (kinds & kKindKernel) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
-  if (kinds & kKindMemcpy) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY));
-  if (kinds & kKindMemset) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET));
-  if (kinds & kKindSync) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
-  if (kinds & kKindNvtx) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MARKER));
-  if (kinds & kKindMemory) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMORY2));
-  if (kinds & kKindOverhead) KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_OVERHEAD));
+void DisableActivityKinds(uint32_t kinds, ApiRecords how) {
+  for (const Switched& k : kSwitched)
+    if (kinds & k.bit) KPROF_CUPTI(cuptiActivityDisable(k.kind), k.off);
   SetApis(kinds, 0, how);
 }
 

@@ -31,27 +31,39 @@ uint32_t ParseKinds(const char* list, std::string* unknown);
 /// The canonical comma list of a bit set, for the file's meta block.
 std::string KindsToString(uint32_t kinds);
 
-/// Logs a failed CUPTI call once per call site to stderr; returns true on success.
-bool CheckCupti(CUptiResult r, const char* call, const char* file, int line);
-#define KPROF_CUPTI(call) ::kprof::agent::CheckCupti((call), #call, __FILE__, __LINE__)
-/// Logs a failed call once per call site (`message` and `code` describe the failure).
-void LogFailureOnce(const char* call, const char* message, int code, const char* file, int line);
+/// Logs a failed CUPTI call once per call site to stderr, in words a user can act on:
+///   kprof agent: could not <doing>: cuptiActivityDisable returned CUPTI_ERROR_... (21)
+/// `doing` says what kprof was doing ("stop kernel records when a capture window closed"),
+/// `call` is the call's text (its function name is printed). Returns true on success.
+bool CheckCupti(CUptiResult r, const char* call, const char* doing, const char* file, int line);
+#define KPROF_CUPTI(call, doing) \
+  ::kprof::agent::CheckCupti((call), #call, (doing), __FILE__, __LINE__)
+/// Logs a failed call once per call site: "could not <doing>: <function> returned <message>
+/// (<code>)".
+void LogFailureOnce(const char* call, const char* doing, const char* message, int code,
+                    const char* file, int line);
 
 /// Sets activity attributes (device buffer size, zeroed buffers). Call before enabling kinds.
 /// `zeroed_buffers`: the client promises buffers handed to CUPTI are zero-filled.
 bool ConfigureActivityAttributes(bool zeroed_buffers);
 
-/// Enables the activity kinds in `kinds`; runtime/driver API records are limited to the calls
-/// kprof needs (launches, copies, memsets, synchronization, allocation, graph launch, events).
-/// Returns false if a required kind could not be enabled. `enabled_api` receives the number of
-/// runtime + driver callback ids enabled. `graph_level`: CUDA graph launches are recorded as one
-/// record each (CUPTI_ACTIVITY_KIND_GRAPH_TRACE), not node by node (CUPTI then writes no
-/// kernel, copy or memset record for work inside a graph).
+/// Enables graph-level tracing of CUDA graphs (CUPTI_ACTIVITY_KIND_GRAPH_TRACE: one record per
+/// graph launch, none per node) when `kinds` records GPU work. Call once, before CUDA has a
+/// context, and never switch it off: CUPTI 13.0 crashes in cuGraphLaunch when an executable
+/// graph instantiated without graph-level tracing is launched with it on (on the H200,
+/// 2026-11-26: every capture window opened after a graph's instantiation; docs/capture.md), and
+/// a graph's tracing cannot be changed after its instantiation. Capture windows keep it on and
+/// keep only the launches made inside them (capture.h).
+bool EnableGraphTrace(uint32_t kinds);
+
+/// Enables the activity kinds in `kinds` (graph-level tracing aside: EnableGraphTrace);
+/// runtime/driver API records are limited to the calls kprof needs (launches, copies, memsets,
+/// synchronization, allocation, graph launch, events). Returns false if a required kind could
+/// not be enabled. `enabled_api` receives the number of runtime + driver callback ids enabled.
 /// How API records are switched on: per callback id (at start), or also through the whole API
 /// kinds with the other ids switched off (later, in a capture window: docs/capture.md).
 enum class ApiRecords : uint8_t { PerId, Kind };
-bool EnableActivityKinds(uint32_t kinds, int* enabled_api, bool graph_level = false,
-                         ApiRecords how = ApiRecords::PerId);
+bool EnableActivityKinds(uint32_t kinds, int* enabled_api, ApiRecords how = ApiRecords::PerId);
 
 /// Finds the API callback ids kprof records (by name, once; EnableActivityKinds does it on its
 /// first call otherwise), so that enabling them later (a capture window) is only the enabling.
@@ -59,9 +71,8 @@ bool EnableActivityKinds(uint32_t kinds, int* enabled_api, bool graph_level = fa
 size_t PrepareApiRecords();
 
 /// Disables what EnableActivityKinds enabled, API records included (a capture window closing;
-/// the device records stay on).
-void DisableActivityKinds(uint32_t kinds, bool graph_level = false,
-                          ApiRecords how = ApiRecords::PerId);
+/// the device records and graph-level tracing stay on).
+void DisableActivityKinds(uint32_t kinds, ApiRecords how = ApiRecords::PerId);
 
 /// True when this runtime/driver API name is one kprof records.
 bool IsTracedApiName(const char* name);

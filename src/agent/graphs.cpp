@@ -35,23 +35,24 @@ bool CheckCu(CUresult r, const char* call, const char* file, int line) {
   if (r == CUDA_SUCCESS) return true;
   const char* msg = nullptr;
   if (cuGetErrorString(r, &msg) != CUDA_SUCCESS || msg == nullptr) msg = "unknown error";
-  LogFailureOnce(call, msg, static_cast<int>(r), file, line);
+  LogFailureOnce(call, "read a CUDA graph's properties (its record lacks them)", msg,
+                 static_cast<int>(r), file, line);
   return false;
 }
 
 uint32_t GraphId(CUgraph g) {
   uint32_t id = 0;
-  if (g != nullptr) KPROF_CUPTI(cuptiGetGraphId(g, &id));
+  if (g != nullptr) KPROF_CUPTI(cuptiGetGraphId(g, &id), "read a CUDA graph's id");
   return id;
 }
 uint64_t NodeId(CUgraphNode n) {
   uint64_t id = 0;
-  if (n != nullptr) KPROF_CUPTI(cuptiGetGraphNodeId(n, &id));
+  if (n != nullptr) KPROF_CUPTI(cuptiGetGraphNodeId(n, &id), "read a CUDA graph node's id");
   return id;
 }
 uint32_t ExecId(CUgraphExec e) {
   uint32_t id = 0;
-  if (e != nullptr) KPROF_CUPTI(cuptiGetGraphExecId(e, &id));
+  if (e != nullptr) KPROF_CUPTI(cuptiGetGraphExecId(e, &id), "read an executable graph's id");
   return id;
 }
 
@@ -111,7 +112,8 @@ bool EnableGraphCallbacks(CUpti_SubscriberHandle subscriber) {
     // graph's ranges are its template's (its ExecCreated event names the template), and the
     // clone callbacks, one per node at every instantiation, would cost the program for nothing.
     if (id == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED && A().graph_level) continue;
-    ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, id));
+    ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, id),
+                      "watch CUDA graphs being built (graph kernels will not be put in their ops)");
   }
   return ok;
 }

@@ -140,12 +140,14 @@ void ProcessBuffer(Agent& a, Interner& strings, std::vector<Record>& staging, ui
     CUptiResult r = cuptiActivityGetNextRecord(buf, valid, &rec);
     if (r == CUPTI_ERROR_MAX_LIMIT_REACHED) break;
     if (r != CUPTI_SUCCESS) {
-      KPROF_CUPTI(r);
+      KPROF_CUPTI(r, "read the next record of a CUPTI buffer (the rest of the buffer is lost)");
       break;
     }
     Record out;
     switch (ConvertRecord(rec, strings, out, meta)) {
       case ConvertResult::Converted:
+        // Graphs launched outside capture windows may still be traced: their work goes.
+        if (!AdmitGraphWork(out)) break;
         staging.push_back(out);
         if (tally && out.Kind() == RecordKind::Kernel)
           by_name[KernelActivityName(rec)] += out.DurationNs();
@@ -266,7 +268,8 @@ void FlusherLoop() {
     a.flusher_cv.wait_for(lock, std::chrono::milliseconds(a.flush_period_ms));
     if (a.stop_flusher || !a.active) break;
     lock.unlock();
-    KPROF_CUPTI(cuptiActivityFlushAll(0));
+    KPROF_CUPTI(cuptiActivityFlushAll(0),
+                "collect CUPTI's completed buffers (records wait for the next flush)");
     // CUPTI keeps asking for buffers without handing full ones back, and holds more than the
     // soft limit: seen on the H100 after kernel replays (--metrics replay), about one buffer
     // per flush, until every request waited and records were dropped. A forced flush hands
@@ -277,7 +280,8 @@ void FlusherLoop() {
       held = a.lent.size();
     }
     if (held >= kSoftBufferLimit) {
-      KPROF_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+      KPROF_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED),
+                  "collect the buffers CUPTI holds (records may be dropped)");
       ++a.forced_flushes;
     }
     lock.lock();
@@ -297,7 +301,8 @@ bool FlushWithTimeout(uint32_t flag, int timeout_ms) {
   auto shared = std::make_shared<Shared>();
   std::thread t([shared, flag] {
     BlockSignalsInThisThread();
-    KPROF_CUPTI(cuptiActivityFlushAll(flag));
+    KPROF_CUPTI(cuptiActivityFlushAll(flag),
+                "collect CUPTI's last buffers (the run may miss its last records)");
     std::lock_guard<std::mutex> lock(shared->mu);
     shared->done = true;
     shared->cv.notify_all();

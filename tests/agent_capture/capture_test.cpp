@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -30,7 +31,7 @@ namespace {
 std::atomic<uint64_t> g_clock{1000};  // the fake cuptiGetTimestamp: advances on each call
 std::mutex g_mu;
 int g_enables = 0, g_disables = 0;  // EnableActivityKinds / DisableActivityKinds calls
-std::vector<CUpti_CallbackId> g_nvtx_callbacks, g_api_callbacks;
+std::vector<CUpti_CallbackId> g_nvtx_callbacks, g_api_callbacks, g_resource_callbacks;
 
 }  // namespace
 
@@ -40,16 +41,18 @@ Agent& A() {
   static Agent* a = new Agent();
   return *a;
 }
-bool CheckCupti(CUptiResult r, const char*, const char*, int) { return r == CUPTI_SUCCESS; }
+bool CheckCupti(CUptiResult r, const char*, const char*, const char*, int) {
+  return r == CUPTI_SUCCESS;
+}
 void BlockSignalsInThisThread() {}
-bool EnableActivityKinds(uint32_t, int* enabled_api, bool, ApiRecords) {
+bool EnableActivityKinds(uint32_t, int* enabled_api, ApiRecords) {
   std::lock_guard<std::mutex> lock(g_mu);
   ++g_enables;
   if (enabled_api != nullptr) *enabled_api = 0;
   return true;
 }
 size_t PrepareApiRecords() { return 0; }
-void DisableActivityKinds(uint32_t, bool, ApiRecords) {
+void DisableActivityKinds(uint32_t, ApiRecords) {
   std::lock_guard<std::mutex> lock(g_mu);
   ++g_disables;
 }
@@ -64,7 +67,11 @@ CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
 CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle,
                                          CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   std::lock_guard<std::mutex> lock(g_mu);
-  if (enable) (domain == CUPTI_CB_DOMAIN_NVTX ? g_nvtx_callbacks : g_api_callbacks).push_back(cbid);
+  if (enable)
+    (domain == CUPTI_CB_DOMAIN_NVTX       ? g_nvtx_callbacks
+     : domain == CUPTI_CB_DOMAIN_RESOURCE ? g_resource_callbacks
+                                          : g_api_callbacks)
+        .push_back(cbid);
   return CUPTI_SUCCESS;
 }
 }
@@ -98,7 +105,7 @@ void Setenv(const char* name, const char* value) { setenv(name, value, 1); }
 bool Start() {
   std::vector<std::pair<std::string, std::string>> meta;
   if (!ConfigureCapture(meta)) return false;
-  return StartCapture(kSubscriber, 0x1ff, true);
+  return StartCapture(kSubscriber, 0x1ff);
 }
 
 void Push(const char* name) {
@@ -118,6 +125,38 @@ void ProfilerApi(bool start, CUpti_ApiCallbackSite site) {
                     start ? CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000
                           : CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000,
                     &cb);
+}
+
+// CUDA making its first context (the resource callback), and a context-making driver call
+// beginning or returning.
+void ContextMade() {
+  CUpti_ResourceData rd{};
+  OnCaptureCallback(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED, &rd);
+}
+void ContextCall(CUpti_ApiCallbackSite site) {
+  CUpti_CallbackData cb{};
+  cb.callbackSite = site;
+  OnCaptureCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRetain,
+                    &cb);
+}
+// A cuGraphLaunch with this correlation id (its entry and its exit).
+void GraphLaunch(uint32_t correlation) {
+  for (CUpti_ApiCallbackSite site : {CUPTI_API_ENTER, CUPTI_API_EXIT}) {
+    CUpti_CallbackData cb{};
+    cb.callbackSite = site;
+    cb.correlationId = correlation;
+    OnCaptureCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, &cb);
+  }
+}
+// The record graph-level tracing makes of a launch.
+Record LaunchRecord(uint32_t correlation, uint64_t start_ns, bool from_device = false) {
+  Record r;
+  r.kind = static_cast<uint8_t>(RecordKind::GraphLaunch);
+  r.correlation = correlation;
+  r.start_ns = start_ns;
+  r.end_ns = start_ns + 5;
+  if (from_device) r.flags = kGraphLaunchFromDevice;
+  return r;
 }
 
 // The CaptureWindow records left for the writer, with their names.
@@ -144,6 +183,7 @@ TEST(CaptureWindows, NvtxRangeOpensAndItsPopCloses) {
     Setenv("KPROF_CAPTURE", "nvtx:step");
     Setenv("KPROF_CAPTURE_COUNT", "2");
     ASSERT_TRUE(Start());
+    ContextMade();
     EXPECT_EQ(g_nvtx_callbacks.size(), 11u);  // pushes, pops, starts and ends of every kind
     EXPECT_TRUE(OutsideWindow());
     Push("warmup");
@@ -214,7 +254,18 @@ TEST(CaptureWindows, ProfilerApiBracketsTheWindow) {
   InChild([] {
     Setenv("KPROF_CAPTURE", "cuda-profiler-api");
     ASSERT_TRUE(Start());
-    EXPECT_EQ(g_api_callbacks.size(), 4u);  // cudaProfilerStart/Stop, cuProfilerStart/Stop
+    ContextMade();
+    // cudaProfilerStart/Stop, cuProfilerStart/Stop; four context-making calls; the graph
+    // launches of the driver and the runtime, each with its per-thread-stream twin.
+    EXPECT_EQ(g_api_callbacks.size(), 12u);
+    for (CUpti_CallbackId id : std::vector<CUpti_CallbackId>{
+             CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000,
+             CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000,
+             CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop,
+             CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch})
+      EXPECT_NE(std::find(g_api_callbacks.begin(), g_api_callbacks.end(), id),
+                g_api_callbacks.end())
+          << id;
     ProfilerApi(false, CUPTI_API_ENTER);
     EXPECT_TRUE(OutsideWindow());
     ProfilerApi(true, CUPTI_API_EXIT);  // the exit of a start does not open
@@ -243,6 +294,7 @@ TEST(CaptureWindows, DelayAndDuration) {
     Setenv("KPROF_DURATION_MS", "100");
     ASSERT_TRUE(Start());
     EXPECT_TRUE(OutsideWindow());
+    ContextMade();  // both count from the first context
     const auto t0 = std::chrono::steady_clock::now();
     while (OutsideWindow() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5))
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -269,6 +321,7 @@ TEST(CaptureWindows, DurationCapsEachWindow) {
     Setenv("KPROF_CAPTURE_COUNT", "2");
     Setenv("KPROF_DURATION_MS", "20");
     ASSERT_TRUE(Start());
+    ContextMade();
     Push("step");
     EXPECT_FALSE(OutsideWindow());
     const auto t0 = std::chrono::steady_clock::now();
@@ -311,7 +364,169 @@ TEST(CaptureWindows, BadSettingsRecordEverything) {
     // No subscriber: an NVTX trigger cannot work.
     Setenv("KPROF_CAPTURE", "nvtx:step");
     ASSERT_TRUE(ConfigureCapture(meta));
-    EXPECT_FALSE(StartCapture(nullptr, 0x1ff, true));
+    EXPECT_FALSE(StartCapture(nullptr, 0x1ff));
     EXPECT_FALSE(OutsideWindow());
+  });
+}
+
+// --duration counts from the first context, not from CUDA's initialisation: a window open since
+// the start stays open however long the context takes, then closes the duration after it.
+TEST(CaptureWindows, DurationCountsFromTheFirstContext) {
+  InChild([] {
+    Setenv("KPROF_DURATION_MS", "30");
+    ASSERT_TRUE(Start());
+    EXPECT_FALSE(OutsideWindow());  // open from the start, before any context
+    EXPECT_EQ(g_enables, 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+    EXPECT_FALSE(OutsideWindow());  // four durations later: no context yet, still open
+    const auto made = std::chrono::steady_clock::now();
+    ContextMade();
+    while (!OutsideWindow() && std::chrono::steady_clock::now() - made < std::chrono::seconds(5))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_TRUE(OutsideWindow());
+    EXPECT_GE(std::chrono::steady_clock::now() - made, std::chrono::milliseconds(25));
+    EXPECT_EQ(g_disables, 1);
+    EndCapture();
+    const auto w = Windows();
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_EQ(static_cast<CaptureEnd>(w[0].rec.c), CaptureEnd::Duration);
+    EXPECT_NE(Meta("first_context_ns"), "");
+  });
+}
+
+// CUPTI's kinds are never switched off before the first context exists, and never switched while
+// a context is being made: the switch is made when the context exists or the call returns.
+TEST(CaptureWindows, SwitchesWaitForContexts) {
+  InChild([] {
+    Setenv("KPROF_CAPTURE", "nvtx:step");
+    Setenv("KPROF_CAPTURE_COUNT", "3");
+    ASSERT_TRUE(Start());
+    Push("step");  // after cuInit, before any context: on at once, as at a whole run's start
+    EXPECT_EQ(g_enables, 1);
+    Pop();  // closed before any context: the kinds stay on until one exists
+    EXPECT_TRUE(OutsideWindow());
+    EXPECT_EQ(g_disables, 0);
+    ContextMade();
+    EXPECT_EQ(g_disables, 1);
+    ContextCall(CUPTI_API_ENTER);  // another context is being made
+    Push("step");
+    EXPECT_FALSE(OutsideWindow());  // the window is open for the program...
+    EXPECT_EQ(g_enables, 1);        // ...and CUPTI switches when the call returns
+    ContextCall(CUPTI_API_EXIT);
+    EXPECT_EQ(g_enables, 2);
+    ContextCall(CUPTI_API_ENTER);
+    Pop();
+    EXPECT_EQ(g_disables, 1);
+    ContextCall(CUPTI_API_ENTER);  // two calls in flight: the last to return switches
+    ContextCall(CUPTI_API_EXIT);
+    EXPECT_EQ(g_disables, 1);
+    ContextCall(CUPTI_API_EXIT);
+    EXPECT_EQ(g_disables, 2);
+    // A window opened and closed while a call runs leaves CUPTI as it was.
+    ContextCall(CUPTI_API_ENTER);
+    Push("step");
+    Pop();
+    ContextCall(CUPTI_API_EXIT);
+    EXPECT_EQ(g_enables, 2);
+    EXPECT_EQ(g_disables, 2);
+    EndCapture();
+    EXPECT_EQ(Windows().size(), 3u);
+    EXPECT_EQ(Meta("capture_switches_deferred"), "3");
+  });
+}
+
+// A graph's work is kept when its launch was made inside a window (its correlation id falls in
+// the window's), whatever its record (the launch in graph mode, each node's kernel in node mode)
+// and however late it ran; a launch from the GPU when it started inside a window; work of no
+// graph always.
+TEST(CaptureWindows, GraphWorkOfTheWindowsOnly) {
+  InChild([] {
+    Setenv("KPROF_CAPTURE", "nvtx:step");
+    Setenv("KPROF_CAPTURE_COUNT", "2");
+    ASSERT_TRUE(Start());
+    ContextMade();
+    GraphLaunch(5);
+    Push("step");
+    GraphLaunch(7);
+    GraphLaunch(6);  // another thread's launch, its callback late
+    Pop();
+    GraphLaunch(8);
+    Push("step");
+    GraphLaunch(10);
+    Pop();
+    const auto w = Windows();
+    ASSERT_EQ(w.size(), 2u);
+    const uint64_t open = w[0].rec.start_ns, close = w[0].rec.end_ns;
+    EXPECT_FALSE(AdmitGraphWork(LaunchRecord(5, open + 1)));    // made before the window
+    EXPECT_TRUE(AdmitGraphWork(LaunchRecord(7, close + 100)));  // ran after it: still its own
+    EXPECT_TRUE(AdmitGraphWork(LaunchRecord(6, open + 1)));
+    EXPECT_FALSE(AdmitGraphWork(LaunchRecord(8, close + 1)));  // between the windows
+    EXPECT_FALSE(AdmitGraphWork(LaunchRecord(9, close + 1)));
+    EXPECT_TRUE(AdmitGraphWork(LaunchRecord(10, w[1].rec.start_ns + 1)));
+    EXPECT_FALSE(AdmitGraphWork(LaunchRecord(11, w[1].rec.end_ns + 1)));
+    // Node mode: every node's kernel of a launch inside, none of one outside; a kernel of no
+    // graph is not asked about.
+    Record node;
+    node.kind = static_cast<uint8_t>(RecordKind::Kernel);
+    node.bytes = 42;  // its graph node id
+    for (uint32_t corr : {6u, 6u, 7u}) {
+      node.correlation = corr;
+      EXPECT_TRUE(AdmitGraphWork(node));
+    }
+    node.correlation = 8;
+    EXPECT_FALSE(AdmitGraphWork(node));
+    node.bytes = 0;
+    EXPECT_TRUE(AdmitGraphWork(node));
+    // The launches' calls: kept with their work, not counted.
+    Record call;
+    call.kind = static_cast<uint8_t>(RecordKind::RuntimeApi);
+    call.a = CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000;
+    call.correlation = 6;
+    EXPECT_TRUE(AdmitGraphWork(call));
+    call.correlation = 8;
+    EXPECT_FALSE(AdmitGraphWork(call));
+    call.kind = static_cast<uint8_t>(RecordKind::DriverApi);
+    call.a = CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch;
+    EXPECT_FALSE(AdmitGraphWork(call));
+    call.correlation = 10;
+    EXPECT_TRUE(AdmitGraphWork(call));
+    call.a = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;  // another call: not asked about
+    call.correlation = 8;
+    EXPECT_TRUE(AdmitGraphWork(call));
+    // Launches from the GPU: by when they started.
+    EXPECT_TRUE(AdmitGraphWork(LaunchRecord(0, open + 1, true)));
+    EXPECT_FALSE(AdmitGraphWork(LaunchRecord(0, open - 1, true)));
+    EXPECT_FALSE(AdmitGraphWork(LaunchRecord(0, close + 1, true)));
+    EndCapture();
+    EXPECT_EQ(Meta("capture_graph_records_kept"), "7");
+    EXPECT_EQ(Meta("capture_graph_records_outside"), "7");
+    EXPECT_EQ(Meta("capture_graph_match"), "correlation");
+  });
+}
+
+// Callbacks without correlation ids: a graph's work is kept by when it ran.
+TEST(CaptureWindows, GraphWorkByTimeWithoutIds) {
+  InChild([] {
+    Setenv("KPROF_CAPTURE", "nvtx:step");
+    ASSERT_TRUE(Start());
+    ContextMade();
+    Push("step");
+    GraphLaunch(0);
+    Pop();
+    const auto w = Windows();
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_TRUE(AdmitGraphWork(LaunchRecord(9, w[0].rec.start_ns + 1)));
+    EXPECT_FALSE(AdmitGraphWork(LaunchRecord(9, w[0].rec.end_ns + 100)));
+    EndCapture();
+    EXPECT_EQ(Meta("capture_graph_match"), "time");
+  });
+}
+
+// Without windows every record is kept.
+TEST(CaptureWindows, EveryRecordWithoutWindows) {
+  InChild([] {
+    EXPECT_TRUE(AdmitGraphWork(LaunchRecord(3, 100)));
+    GraphLaunch(3);
+    EXPECT_TRUE(AdmitGraphWork(LaunchRecord(4, 100)));
   });
 }

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/capture.h"
 #include "agent/counters.h"
 #include "gtest/gtest.h"
 #include "kprof/trace.h"
@@ -37,7 +38,8 @@ namespace kprof::agent {
 
 Agent& A() { return *g_agent; }
 
-bool CheckCupti(CUptiResult r, const char* /*call*/, const char* /*file*/, int /*line*/) {
+bool CheckCupti(CUptiResult r, const char* /*call*/, const char* /*doing*/, const char* /*file*/,
+                int /*line*/) {
   return r == CUPTI_SUCCESS;
 }
 
@@ -46,6 +48,7 @@ bool CheckCupti(CUptiResult r, const char* /*call*/, const char* /*file*/, int /
 void StopCounters(bool) {}
 // Nor are capture windows (capture.cpp, tested in agent_capture/).
 void EndCapture() {}
+bool AdmitGraphWork(const Record& /*r*/) { return true; }
 void NoteKernelTimes(std::vector<std::pair<std::string, uint64_t>>& /*batch*/) {}
 ReplayTimes ReplayedKernelTimes(uint32_t /*correlation*/, uint64_t* /*start_ns*/,
                                 uint64_t* /*end_ns*/) {
