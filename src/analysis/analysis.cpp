@@ -252,9 +252,9 @@ const GraphInfo* CapturedGraph(const ProcessTimeline& t, const Record& r) {
 }
 
 /// A process's capture windows (docs/capture.md; ps.windows counted in the pass over its
-/// records): named in the run's summary; a process that asked for windows and recorded none
-/// says why, as far as its meta tells.
-void CaptureOf(const ProcessTrace& p, ProcessSummary& ps, RunSummary& S) {
+/// records): named in the run's summary; a process that asked for windows and recorded none, or
+/// whose windows hold no work, says why, as far as its meta tells.
+void CaptureOf(const ProcessTrace& p, const ProcessTimeline& t, ProcessSummary& ps, RunSummary& S) {
   const std::string& capture = p.Meta("capture");
   if (capture.empty()) return;
   if (S.capture.empty()) {
@@ -265,7 +265,26 @@ void CaptureOf(const ProcessTrace& p, ProcessSummary& ps, RunSummary& S) {
   S.capture_windows += ps.windows;
   // A process that made no CUDA context (a launcher that only counted the GPUs, such as
   // torchrun's) had nothing to record.
-  if (ps.windows > 0 || p.Meta("contexts") == "0") return;
+  if (p.Meta("contexts") == "0") return;
+  if (ps.windows > 0) {
+    // Windows that hold no work at all: they closed before the program launched any (a
+    // --duration shorter than what the program does before its first launch).
+    if (!t.acts.empty() || !t.apis.empty()) return;
+    for (const Record& r : p.records)
+      if (r.Kind() == RecordKind::GraphLaunch) return;
+    uint64_t inside = 0;
+    for (const auto& [from, to] : t.windows) inside += to - from;
+    std::string why =
+        fmt::format("its window{} ({}) closed before the program launched any GPU work",
+                    ps.windows == 1 ? "" : "s", FormatDuration(inside));
+    const uint64_t start = p.MetaU64("start_time_ns"), context = p.MetaU64("first_context_ns");
+    if (start != 0 && context >= start)
+      why += fmt::format(" (its first CUDA context was ready {} after CUDA started)",
+                         FormatDuration(context - start));
+    S.capture_problem +=
+        (S.capture_problem.empty() ? "" : "; ") + fmt::format("pid {}: {}", p.pid, why);
+    return;
+  }
   std::string why = "its window never opened";
   if (capture.rfind("nvtx:", 0) == 0 && p.meta.count("capture_nvtx_ranges")) {
     const uint64_t ranges = p.MetaU64("capture_nvtx_ranges");
@@ -627,7 +646,7 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
       }
     }
 
-    CaptureOf(p, ps, S);
+    CaptureOf(p, t, ps, S);
     S.launches += launches;
     S.graph_captures += t.graphs.captures;
     S.graph_instantiations += t.graphs.instantiations;

@@ -144,6 +144,27 @@ TEST(CaptureAnalysis, AProcessWithoutWindowsSaysWhy) {
       << out.str();
 }
 
+// A --duration window that closed before the program launched anything (it counts from the first
+// context, but a program may do much else before its first launch): the report says so and how
+// long CUDA took to make the context, rather than "no GPU activity".
+TEST(CaptureAnalysis, AWindowClosedBeforeAnyWorkSaysSo) {
+  TraceBuilder b(7);
+  b.Trace().meta["capture"] = "time";
+  b.Trace().meta["start_time_ns"] = std::to_string(1000 * kMs);
+  b.Trace().meta["first_context_ns"] = std::to_string(1450 * kMs);
+  b.Window(1000 * kMs, 1650 * kMs, "time", "start");
+  kprof::Run run = b.Build();
+  Analysis a = Analyze(BuildTimeline(run));
+  EXPECT_EQ(a.summary.capture_windows, 1u);
+  EXPECT_EQ(a.summary.capture_problem,
+            "pid 7: its window (650.00 ms) closed before the program launched any GPU work (its "
+            "first CUDA context was ready 450.00 ms after CUDA started)");
+  // A window holding a launch: nothing to say.
+  b.Launch("k", 1500 * kMs, 1500 * kMs + 2000, 1500 * kMs + 3000, 1500 * kMs + 4000);
+  run = b.Build();
+  EXPECT_EQ(Analyze(BuildTimeline(run)).summary.capture_problem, "");
+}
+
 TEST(CaptureAnalysis, ReportAndJsonNameTheWindows) {
   kprof::Run run = ThreeWindows().Build();
   Timeline tl = BuildTimeline(run);
