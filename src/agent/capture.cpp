@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/capture_graphs.h"
 #include "agent/cupti_setup.h"
 
 namespace kprof::agent {
@@ -79,10 +80,7 @@ struct State {
   uint64_t context_ns = 0;                           // when it was made (CUPTI clock)
   std::chrono::steady_clock::time_point context_at;  // the same, for the timer
   std::chrono::steady_clock::time_point opened_at;   // the open window's opening, for the timer
-  // Every window's span (open, close; close 0 while open): device-launched graphs are kept when
-  // they start inside one.
-  std::vector<std::pair<uint64_t, uint64_t>> spans;
-  uint64_t deferred_switches = 0;  // switches that waited for a context
+  uint64_t deferred_switches = 0;                    // switches that waited for a context
 };
 
 Settings g_settings;
@@ -100,38 +98,10 @@ std::atomic<int> g_context_calls{0};
 std::atomic<bool> g_switching{false};
 std::atomic<bool> g_switch_pending{false};
 
-// Graph launches made inside windows: per window that made any, the lowest and highest
-// correlation id, in window order; whether the callbacks gave ids at all; the records kept and
-// left out, for the meta.
-struct LaunchIds {
-  uint64_t window;  // S().windows when it was open
-  uint32_t low, high;
-};
-std::mutex g_launch_mu;
-std::vector<LaunchIds> g_launch_ids_inside;
-std::atomic<uint64_t> g_window_number{0};  // the window open now (1, 2, ...), when one is
-std::atomic<bool> g_launch_ids{true};
-std::atomic<uint64_t> g_graph_kept{0}, g_graph_left_out{0};
-
 // The driver calls that make a context: a switch of the kinds waits while one runs.
 constexpr CUpti_CallbackId kContextCalls[] = {
     CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRetain, CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v2,
     CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v3, CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v4};
-// Graph launches: the driver's calls, and the runtime's (which make a driver call each; each call
-// has its own correlation id, and a launch's records carry one of the two).
-constexpr CUpti_CallbackId kGraphLaunchCalls[] = {CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
-                                                  CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz};
-constexpr CUpti_CallbackId kRuntimeGraphLaunchCalls[] = {
-    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000};
-bool IsGraphLaunchCall(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-  const auto in = [cbid](const auto& ids) {
-    return std::find(std::begin(ids), std::end(ids), cbid) != std::end(ids);
-  };
-  return domain == CUPTI_CB_DOMAIN_DRIVER_API    ? in(kGraphLaunchCalls)
-         : domain == CUPTI_CB_DOMAIN_RUNTIME_API ? in(kRuntimeGraphLaunchCalls)
-                                                 : false;
-}
 // How long a context call waits for a switch in progress before it goes on regardless.
 constexpr auto kSwitchWait = std::chrono::milliseconds(200);
 
@@ -199,8 +169,7 @@ void Open(State& s, CaptureTrigger trigger, std::string by) {
   s.opened_at = std::chrono::steady_clock::now();
   s.want_on = true;
   const int apis = Sync(s);
-  s.spans.emplace_back(s.opened_ns, 0);
-  g_window_number = s.windows + 1;
+  GraphWindowOpened(s.opened_ns, s.windows + 1);
   g_window_open = true;
   if (g_debug)
     std::fprintf(stderr, "kprof capture: window %llu opened by %s: %s in %.1f us\n",
@@ -220,8 +189,8 @@ void Open(State& s, CaptureTrigger trigger, std::string by) {
 void Close(State& s, CaptureEnd why) {
   if (!s.open) return;
   const uint64_t closing = Now();
-  g_window_open = false;  // graph launches from here on are not the window's, before the switch
-  if (!s.spans.empty()) s.spans.back().second = closing;
+  g_window_open = false;
+  GraphWindowClosed(closing);  // graph launches from here on are not the window's
   s.want_on = false;
   // At the process's end collection stops anyway: nothing to switch off.
   if (why != CaptureEnd::ProcessEnd) Sync(s);
@@ -307,42 +276,6 @@ void OnContextCall(const CUpti_CallbackData& cb) {
     std::lock_guard<std::mutex> lock(s.mu);
     Sync(s);
   }
-}
-
-// A graph launch begins: inside a window, its records are the window's.
-void OnGraphLaunch(const CUpti_CallbackData& cb) {
-  if (cb.callbackSite != CUPTI_API_ENTER || !g_window_open.load()) return;
-  if (cb.correlationId == 0) {
-    g_launch_ids = false;  // no ids to match: graph work is kept by time (InsideSpan)
-    return;
-  }
-  const uint64_t window = g_window_number.load();
-  std::lock_guard<std::mutex> lock(g_launch_mu);
-  if (g_launch_ids_inside.empty() || g_launch_ids_inside.back().window != window) {
-    g_launch_ids_inside.push_back({window, cb.correlationId, cb.correlationId});
-    return;
-  }
-  LaunchIds& ids = g_launch_ids_inside.back();
-  ids.low = std::min(ids.low, cb.correlationId);
-  ids.high = std::max(ids.high, cb.correlationId);
-}
-
-// True when a graph launch with this correlation id was made inside a window.
-bool LaunchedInside(uint32_t correlation) {
-  std::lock_guard<std::mutex> lock(g_launch_mu);
-  // Windows in order, their ids rising: the last window whose lowest id is not above it.
-  auto it = std::upper_bound(g_launch_ids_inside.begin(), g_launch_ids_inside.end(), correlation,
-                             [](uint32_t id, const LaunchIds& w) { return id < w.low; });
-  return it != g_launch_ids_inside.begin() && correlation <= std::prev(it)->high;
-}
-
-// True when `ns` falls inside a window (one still open counts up to now).
-bool InsideSpan(uint64_t ns) {
-  State& s = S();
-  std::lock_guard<std::mutex> lock(s.mu);
-  for (const auto& [open, close] : s.spans)
-    if (ns >= open && (close == 0 || ns <= close)) return true;
-  return false;
 }
 
 // The message of an NVTX push or start, when it is ASCII (other kinds never match a name).
@@ -556,19 +489,13 @@ bool StartCapture(CUpti_SubscriberHandle subscriber, uint32_t kinds) {
     KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                     CUPTI_CBID_RESOURCE_CONTEXT_CREATED),
                 "watch context creation (a capture window may switch during it)");
-    constexpr const char* kDoing =
-        "watch graph launches (graph work is then kept by the time it ran)";
-    for (CUpti_CallbackId id : kGraphLaunchCalls)
-      if (!KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id), kDoing))
-        g_launch_ids = false;
-    for (CUpti_CallbackId id : kRuntimeGraphLaunchCalls)
-      if (!KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id), kDoing))
-        g_launch_ids = false;
+    WatchGraphLaunches(subscriber);
   } else {
     s.context_ready = true;  // nothing will say when the first context comes
     s.context_at = std::chrono::steady_clock::now();
   }
   g_configured = true;
+  WatchGraphWork();
   if (g_settings.delay_ns == 0) {
     // Armed from the start; --duration alone opens its window now, on the thread initialising
     // CUDA, before any context and any work: as a whole-process run enables its kinds.
@@ -592,7 +519,7 @@ bool OnCaptureCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const
     return false;  // the agent and the counters see it too
   }
   if (IsGraphLaunchCall(domain, cbid)) {
-    OnGraphLaunch(*static_cast<const CUpti_CallbackData*>(data));
+    OnGraphLaunchCall(*static_cast<const CUpti_CallbackData*>(data));
     return false;
   }
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
@@ -615,24 +542,6 @@ bool OnCaptureCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const
   if (start && s.armed) Open(s, CaptureTrigger::ProfilerApi, "cudaProfilerStart");
   if (stop) Close(s, CaptureEnd::ProfilerStop);
   return true;
-}
-
-bool AdmitGraphWork(const Record& r) {
-  if (!g_configured) return true;
-  const bool launch = r.Kind() == RecordKind::GraphLaunch;
-  const bool call =
-      (r.Kind() == RecordKind::RuntimeApi && IsGraphLaunchCall(CUPTI_CB_DOMAIN_RUNTIME_API, r.a)) ||
-      (r.Kind() == RecordKind::DriverApi && IsGraphLaunchCall(CUPTI_CB_DOMAIN_DRIVER_API, r.a));
-  // The calls are not counted in the meta: their work is.
-  if (call) return g_launch_ids.load() ? LaunchedInside(r.correlation) : InsideSpan(r.start_ns);
-  if (!launch && GraphNodeOf(r) == 0) return true;  // not a graph's work
-  bool kept = false;
-  if ((launch && (r.flags & kGraphLaunchFromDevice) != 0) || !g_launch_ids.load())
-    kept = InsideSpan(r.start_ns);
-  else
-    kept = LaunchedInside(r.correlation);
-  (kept ? g_graph_kept : g_graph_left_out).fetch_add(1, std::memory_order_relaxed);
-  return kept;
 }
 
 bool OutsideWindow() { return g_configured && !g_window_open; }
@@ -660,9 +569,7 @@ void EndCapture() {
   if (context_ns != 0) a.side_meta.emplace_back("first_context_ns", std::to_string(context_ns));
   if (deferred != 0)
     a.side_meta.emplace_back("capture_switches_deferred", std::to_string(deferred));
-  a.side_meta.emplace_back("capture_graph_records_kept", std::to_string(g_graph_kept));
-  a.side_meta.emplace_back("capture_graph_records_outside", std::to_string(g_graph_left_out));
-  a.side_meta.emplace_back("capture_graph_match", g_launch_ids.load() ? "correlation" : "time");
+  GraphWorkMeta(a.side_meta);
   if (g_settings.trigger == CaptureTrigger::Nvtx) {
     a.side_meta.emplace_back("capture_range_seen", std::to_string(seen));
     a.side_meta.emplace_back("capture_nvtx_ranges", std::to_string(g_nvtx_ranges.load()));

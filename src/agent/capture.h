@@ -2,7 +2,8 @@
 // program (an NVTX range, cudaProfilerStart/Stop) or two moments (--delay, --duration, counted
 // from the first CUDA context). Outside a window no activity kind and no API record is enabled,
 // except graph-level tracing, which CUPTI cannot have switched while the program runs: the work
-// of graphs launched outside the windows is left out when its records arrive (AdmitGraphWork).
+// of graphs launched outside the windows is left out when its records arrive
+// (capture_graphs.h).
 // Each window becomes a CaptureWindow record.
 //
 // Asked for through the environment `kprof run` sets: KPROF_CAPTURE ("nvtx:NAME" or
@@ -34,12 +35,6 @@ bool StartCapture(CUpti_SubscriberHandle subscriber, uint32_t kinds);
 /// A callback for the windows: NVTX and the profiler API (true: handled), context creation and
 /// graph launches (false: other parts of the agent see them too); false for any other.
 bool OnCaptureCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
-/// The writer's question for each record: does it belong to the windows? True without windows
-/// and for anything but a graph launch and its work. A graph launch's call, the launch (graph
-/// mode) or a node's kernel, copy or memset (node mode) belongs to the window open when the call
-/// was made (its correlation id was noted then); a launch from the GPU to the window its start
-/// falls in.
-bool AdmitGraphWork(const Record& r);
 /// True when windows were asked for and none is open: the counters' replay stays idle.
 bool OutsideWindow();
 /// Ends the windows at the end of collection: an open one is recorded as ended with the process;

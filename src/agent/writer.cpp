@@ -19,6 +19,7 @@
 
 #include "agent/agent.h"
 #include "agent/capture.h"
+#include "agent/capture_graphs.h"
 #include "agent/convert.h"
 #include "agent/counters.h"
 #include "agent/cupti_setup.h"

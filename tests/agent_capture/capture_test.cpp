@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/capture_graphs.h"
 #include "gtest/gtest.h"
 
 namespace {

@@ -25,6 +25,7 @@
 
 #include "agent/agent.h"
 #include "agent/capture.h"
+#include "agent/capture_graphs.h"
 #include "agent/counters.h"
 #include "gtest/gtest.h"
 #include "kprof/trace.h"
