@@ -2,6 +2,7 @@
 // LoadRuns from a file), then diff and check over the digest: its numbers are the input's.
 #include "fuzz_common.h"
 #include "kprof/compare.h"
+#include "kprof/summary_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -298,12 +298,8 @@ std::string FormatMetric(double value, MetricKind kind);
 std::string XmlEscape(std::string_view s);
 
 // ---------------------------------------------------------------------------------------------
-// CLI layer (src/cli/diff.cpp; needs nlohmann_json, so it lives in kprof_cli)
+// CLI layer (src/cli/diff.cpp; the JSON summary is read by kprof/summary_json.h)
 
-/// True when `text` is a kprof JSON summary ({"schema":"kprof.summary", ...}).
-bool LooksLikeSummaryJson(std::string_view text);
-/// Digest of a JSON summary (schema v1). Throws InputError("SOURCE: what is wrong").
-RunDigest DigestFromSummaryJson(std::string_view text, const std::string& source);
 /// Loads the runs named by one command-line item: a run directory (a directory of repN
 /// subdirectories expands into one run each, in N order), a kprof run file, a JSON summary or a
 /// Chrome trace. Throws InputError.

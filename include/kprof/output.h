@@ -12,14 +12,12 @@
 
 #include "kprof/analysis.h"
 #include "kprof/hints.h"
+#include "kprof/summary_json.h"
 
 namespace kprof {
 
 enum class Format { Table, Csv, Json, Markdown };
 std::optional<Format> ParseFormat(const std::string& s);  ///< "table|csv|json|md"
-
-/// Version of the JSON summary schema (docs/json-schema.md). Bump on incompatible change.
-inline constexpr int kJsonSchemaVersion = 1;
 
 struct ReportOptions {
   Format format = Format::Table;
@@ -34,9 +32,6 @@ void WriteReport(std::ostream& out, const Run& run, const Analysis& analysis,
 
 /// The totals block of the table report as (label, value) lines, in its order.
 std::vector<std::pair<std::string, std::string>> TotalsLines(const RunSummary& s);
-
-/// JSON summary as a string (the same document WriteReport writes for Format::Json).
-std::string ReportJson(const Run& run, const Analysis& analysis, const std::vector<Hint>& hints);
 
 /// What a Chrome trace holds: the whole run (one merged trace), or one process of it, as a
 /// per-rank trace for Holistic Trace Analysis (docs/chrome-trace.md, "Per-rank traces").

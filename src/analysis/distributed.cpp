@@ -120,22 +120,20 @@ const std::string& DeviceKeys::Key(size_t process, uint16_t device) const {
 // ---------------------------------------------------------------------------------------------
 // Usage and collectives.
 
-DistributedSummary SummarizeDistributed(const Timeline& tl, const DeviceKeys& keys,
-                                        const std::vector<std::vector<NsInterval>>& spans) {
-  DistributedSummary D;
-  const size_t ndev = keys.Devices().size();
-  // Per device: its classes' intervals, and the spans of the processes that used it.
-  struct Dev {
-    std::vector<Interval> cls[3], spans;
-    std::set<size_t> users;
-  };
-  std::vector<Dev> devs(ndev);
-  // Communication kernels of a process per (device, stream): its communicators.
-  struct Comm {
-    std::map<std::pair<uint16_t, uint32_t>, std::vector<const Record*>> streams;
-  };
-  std::vector<Comm> comms;
+namespace {
 
+// Per device: its classes' intervals, and the spans of the processes that used it.
+struct Dev {
+  std::vector<Interval> cls[3], spans;
+  std::set<size_t> users;
+};
+// Communication kernels of a process per (device, stream): its communicators.
+struct Comm {
+  std::map<std::pair<uint16_t, uint32_t>, std::vector<const Record*>> streams;
+};
+
+/// The processes with GPU work, by rank, then pid, then position.
+std::vector<size_t> RankOrder(const Timeline& tl) {
   std::vector<size_t> procs;
   for (size_t i = 0; i < tl.processes.size(); ++i)
     if (!tl.processes[i].acts.empty()) procs.push_back(i);
@@ -144,115 +142,123 @@ DistributedSummary SummarizeDistributed(const Timeline& tl, const DeviceKeys& ke
     const auto rank = [](const ProcessTrace& p) { return p.rank < 0 ? INT32_MAX : p.rank; };
     return std::make_tuple(rank(x), x.pid, a) < std::make_tuple(rank(y), y.pid, b);
   });
+  return procs;
+}
 
-  for (size_t i : procs) {
-    const ProcessTimeline& t = tl.processes[i];
-    const ProcessTrace& p = *t.process;
-    RankUsage u;
-    u.process = i;
-    u.rank = p.rank;
-    u.pid = p.pid;
-    u.label = p.Label();
-    // Each activity's interval once, by device and class; merged per device before the process's
-    // and the device's lists are made of them (a large run holds millions of activities).
-    std::vector<std::array<std::vector<Interval>, 3>> by_dev(ndev);
-    std::unordered_map<const std::string*, bool> is_comm;
-    Comm comm;
-    for (const Record* r : t.acts) {
-      const uint64_t s = r->start_ns, e = std::max(r->start_ns, r->end_ns);
-      WorkClass c = WorkClass::Copy;
-      if (r->Kind() == RecordKind::Kernel) {
-        const std::string* name = &t.KernelName(*r);
-        auto it = is_comm.find(name);
-        if (it == is_comm.end()) it = is_comm.emplace(name, IsCommKernel(*name)).first;
-        c = it->second ? WorkClass::Comm : WorkClass::Compute;
-        ++u.kernels;
-        u.kernel_ns += r->DurationNs();
-        if (it->second) {
-          ++u.comm_kernels;
-          u.comm_kernel_ns += r->DurationNs();
-          if (CollectiveOf(*name) == "SendRecv")
-            ++D.p2p_kernels;
-          else
-            comm.streams[{r->device, r->tid}].push_back(r);
-        }
-      } else if (r->Kind() == RecordKind::GraphLaunch) {
-        c = WorkClass::Compute;
+/// Process `i` as a rank: its usage, its compute, communication and busy intervals, its
+/// communicators' kernels; its work added to its devices'.
+void AddRank(const Timeline& tl, const DeviceKeys& keys, size_t i,
+             const std::vector<NsInterval>& span, std::vector<Dev>& devs, std::vector<Comm>& comms,
+             DistributedSummary& D) {
+  const size_t ndev = devs.size();
+  const ProcessTimeline& t = tl.processes[i];
+  const ProcessTrace& p = *t.process;
+  RankUsage u;
+  u.process = i;
+  u.rank = p.rank;
+  u.pid = p.pid;
+  u.label = p.Label();
+  // Each activity's interval once, by device and class; merged per device before the process's
+  // and the device's lists are made of them (a large run holds millions of activities).
+  std::vector<std::array<std::vector<Interval>, 3>> by_dev(ndev);
+  std::unordered_map<const std::string*, bool> is_comm;
+  Comm comm;
+  for (const Record* r : t.acts) {
+    const uint64_t s = r->start_ns, e = std::max(r->start_ns, r->end_ns);
+    WorkClass c = WorkClass::Copy;
+    if (r->Kind() == RecordKind::Kernel) {
+      const std::string* name = &t.KernelName(*r);
+      auto it = is_comm.find(name);
+      if (it == is_comm.end()) it = is_comm.emplace(name, IsCommKernel(*name)).first;
+      c = it->second ? WorkClass::Comm : WorkClass::Compute;
+      ++u.kernels;
+      u.kernel_ns += r->DurationNs();
+      if (it->second) {
+        ++u.comm_kernels;
+        u.comm_kernel_ns += r->DurationNs();
+        if (CollectiveOf(*name) == "SendRecv")
+          ++D.p2p_kernels;
+        else
+          comm.streams[{r->device, r->tid}].push_back(r);
       }
-      by_dev[keys.Index(i, r->device)][static_cast<int>(c)].emplace_back(s, e);
+    } else if (r->Kind() == RecordKind::GraphLaunch) {
+      c = WorkClass::Compute;
     }
-    std::vector<Interval> cls[3];
-    for (size_t d = 0; d < ndev; ++d) {
-      auto& lists = by_dev[d];
-      if (lists[0].empty() && lists[1].empty() && lists[2].empty()) continue;
-      for (int c = 0; c < 3; ++c) {
-        const std::vector<Interval> merged = Merge(std::move(lists[c]));
-        devs[d].cls[c].insert(devs[d].cls[c].end(), merged.begin(), merged.end());
-        cls[c].insert(cls[c].end(), merged.begin(), merged.end());
-      }
-      devs[d].users.insert(D.ranks.size());
-      devs[d].spans.insert(devs[d].spans.end(), spans[i].begin(), spans[i].end());
-      u.devices += (u.devices.empty() ? "" : ", ") + keys.Devices()[d];
-    }
-    std::vector<Interval> compute = Merge(std::move(cls[0])), commiv = Merge(std::move(cls[1])),
-                          copy = Merge(std::move(cls[2]));
-    u.wall_ns = Length(spans[i]);
-    u.compute_ns = Length(compute);
-    u.comm_ns = Length(commiv);
-    const uint64_t kernels_union = UnionOf(compute, commiv);
-    u.overlap_ns = u.compute_ns + u.comm_ns - kernels_union;
-    u.comm_only_ns = u.comm_ns - u.overlap_ns;
-    std::vector<Interval> all(compute);
-    all.insert(all.end(), commiv.begin(), commiv.end());
-    all.insert(all.end(), copy.begin(), copy.end());
-    std::vector<Interval> busy = Merge(std::move(all));
-    u.busy_ns = Length(busy);
-    u.copy_only_ns = u.busy_ns - kernels_union;
-    u.idle_ns = u.wall_ns > u.busy_ns ? u.wall_ns - u.busy_ns : 0;
-    D.ranks.push_back(std::move(u));
-    D.compute.push_back(std::move(compute));
-    D.comm.push_back(std::move(commiv));
-    D.busy.push_back(std::move(busy));
-    D.recorded.push_back(spans[i]);
-    comms.push_back(std::move(comm));
+    by_dev[keys.Index(i, r->device)][static_cast<int>(c)].emplace_back(s, e);
   }
-
+  std::vector<Interval> cls[3];
   for (size_t d = 0; d < ndev; ++d) {
-    Dev& v = devs[d];
-    DeviceUsage u;
-    u.key = keys.Devices()[d];
-    for (size_t r : v.users) u.users.push_back(D.ranks[r].label);
-    std::vector<Interval> compute = Merge(std::move(v.cls[0])), comm = Merge(std::move(v.cls[1])),
-                          copy = Merge(std::move(v.cls[2]));
-    u.wall_ns = Length(Merge(std::move(v.spans)));
-    u.compute_ns = Length(compute);
-    u.comm_ns = Length(comm);
-    std::vector<Interval> kernels(compute);
-    kernels.insert(kernels.end(), comm.begin(), comm.end());
-    kernels = Merge(std::move(kernels));
-    const uint64_t kernels_union = Length(kernels);
-    u.comm_only_ns = kernels_union - u.compute_ns;
-    kernels.insert(kernels.end(), copy.begin(), copy.end());
-    const std::vector<Interval> busy = Merge(std::move(kernels));
-    u.busy_ns = Length(busy);
-    u.copy_only_ns = u.busy_ns - kernels_union;
-    u.wall_ns = std::max(u.wall_ns, u.busy_ns);  // work past a span's end (never in kprof files)
-    u.idle_ns = u.wall_ns - u.busy_ns;
-    for (size_t k = 1; k < busy.size(); ++k) {
-      const uint64_t gap = busy[k].first - busy[k - 1].second;
-      ++u.gaps;
-      if (gap >= kLongGapNs) {
-        ++u.long_gaps;
-        u.long_gap_ns += gap;
-      }
+    auto& lists = by_dev[d];
+    if (lists[0].empty() && lists[1].empty() && lists[2].empty()) continue;
+    for (int c = 0; c < 3; ++c) {
+      const std::vector<Interval> merged = Merge(std::move(lists[c]));
+      devs[d].cls[c].insert(devs[d].cls[c].end(), merged.begin(), merged.end());
+      cls[c].insert(cls[c].end(), merged.begin(), merged.end());
     }
-    u.utilisation = u.wall_ns ? static_cast<double>(u.busy_ns) / static_cast<double>(u.wall_ns) : 0;
-    D.devices.push_back(std::move(u));
+    devs[d].users.insert(D.ranks.size());
+    devs[d].spans.insert(devs[d].spans.end(), span.begin(), span.end());
+    u.devices += (u.devices.empty() ? "" : ", ") + keys.Devices()[d];
   }
+  std::vector<Interval> compute = Merge(std::move(cls[0])), commiv = Merge(std::move(cls[1])),
+                        copy = Merge(std::move(cls[2]));
+  u.wall_ns = Length(span);
+  u.compute_ns = Length(compute);
+  u.comm_ns = Length(commiv);
+  const uint64_t kernels_union = UnionOf(compute, commiv);
+  u.overlap_ns = u.compute_ns + u.comm_ns - kernels_union;
+  u.comm_only_ns = u.comm_ns - u.overlap_ns;
+  std::vector<Interval> all(compute);
+  all.insert(all.end(), commiv.begin(), commiv.end());
+  all.insert(all.end(), copy.begin(), copy.end());
+  std::vector<Interval> busy = Merge(std::move(all));
+  u.busy_ns = Length(busy);
+  u.copy_only_ns = u.busy_ns - kernels_union;
+  u.idle_ns = u.wall_ns > u.busy_ns ? u.wall_ns - u.busy_ns : 0;
+  D.ranks.push_back(std::move(u));
+  D.compute.push_back(std::move(compute));
+  D.comm.push_back(std::move(commiv));
+  D.busy.push_back(std::move(busy));
+  D.recorded.push_back(span);
+  comms.push_back(std::move(comm));
+}
 
-  // Collectives: each rank's communicators in the order of their first kernel, paired by that
-  // order across ranks; the n-th kernels of paired communicators are one call while their
-  // collectives agree.
+/// Device `d`'s usage from the work of its users.
+DeviceUsage UsageOf(const std::string& key, Dev& v, const DistributedSummary& D) {
+  DeviceUsage u;
+  u.key = key;
+  for (size_t r : v.users) u.users.push_back(D.ranks[r].label);
+  std::vector<Interval> compute = Merge(std::move(v.cls[0])), comm = Merge(std::move(v.cls[1])),
+                        copy = Merge(std::move(v.cls[2]));
+  u.wall_ns = Length(Merge(std::move(v.spans)));
+  u.compute_ns = Length(compute);
+  u.comm_ns = Length(comm);
+  std::vector<Interval> kernels(compute);
+  kernels.insert(kernels.end(), comm.begin(), comm.end());
+  kernels = Merge(std::move(kernels));
+  const uint64_t kernels_union = Length(kernels);
+  u.comm_only_ns = kernels_union - u.compute_ns;
+  kernels.insert(kernels.end(), copy.begin(), copy.end());
+  const std::vector<Interval> busy = Merge(std::move(kernels));
+  u.busy_ns = Length(busy);
+  u.copy_only_ns = u.busy_ns - kernels_union;
+  u.wall_ns = std::max(u.wall_ns, u.busy_ns);  // work past a span's end (never in kprof files)
+  u.idle_ns = u.wall_ns - u.busy_ns;
+  for (size_t k = 1; k < busy.size(); ++k) {
+    const uint64_t gap = busy[k].first - busy[k - 1].second;
+    ++u.gaps;
+    if (gap >= kLongGapNs) {
+      ++u.long_gaps;
+      u.long_gap_ns += gap;
+    }
+  }
+  u.utilisation = u.wall_ns ? static_cast<double>(u.busy_ns) / static_cast<double>(u.wall_ns) : 0;
+  return u;
+}
+
+/// Collectives: each rank's communicators in the order of their first kernel, paired by that
+/// order across ranks; the n-th kernels of paired communicators are one call while their
+/// collectives agree.
+void MatchCollectives(const Timeline& tl, const std::vector<Comm>& comms, DistributedSummary& D) {
   D.waits.resize(D.ranks.size());
   std::vector<std::vector<const std::vector<const Record*>*>> channels(D.ranks.size());
   for (size_t r = 0; r < D.ranks.size(); ++r) {
@@ -321,6 +327,19 @@ DistributedSummary SummarizeDistributed(const Timeline& tl, const DeviceKeys& ke
       D.collectives.begin(), D.collectives.end(), [](const Collective& a, const Collective& b) {
         return a.parts[a.last].arrive_ns - a.spread_ns < b.parts[b.last].arrive_ns - b.spread_ns;
       });
+}
+
+}  // namespace
+
+DistributedSummary SummarizeDistributed(const Timeline& tl, const DeviceKeys& keys,
+                                        const std::vector<std::vector<NsInterval>>& spans) {
+  DistributedSummary D;
+  std::vector<Dev> devs(keys.Devices().size());
+  std::vector<Comm> comms;
+  for (size_t i : RankOrder(tl)) AddRank(tl, keys, i, spans[i], devs, comms, D);
+  for (size_t d = 0; d < devs.size(); ++d)
+    D.devices.push_back(UsageOf(keys.Devices()[d], devs[d], D));
+  MatchCollectives(tl, comms, D);
   return D;
 }
 

@@ -17,6 +17,7 @@
 #include "kprof/html.h"
 #include "kprof/output.h"
 #include "kprof/output_file.h"
+#include "kprof/summary_json.h"
 
 namespace kprof {
 namespace {
@@ -28,132 +29,8 @@ using nlohmann::ordered_json;
 
 /// JSON summaries are small (KB..MB); larger JSON files are traces and are never slurped here.
 constexpr uintmax_t kMaxSummaryBytes = 64u << 20;
-constexpr std::string_view kSummarySchema = "kprof.summary";
 
 // ---- JSON summary ---------------------------------------------------------------------------
-
-uint64_t GetU64(const json& obj, const char* key, const std::string& where, bool clamp = false) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return 0;
-  if (it->is_number_unsigned()) return it->get<uint64_t>();
-  if (it->is_number_integer()) {
-    const auto v = it->get<int64_t>();
-    if (v >= 0) return static_cast<uint64_t>(v);
-    if (clamp) return 0;
-  } else if (it->is_number_float()) {
-    const double v = it->get<double>();
-    if (v >= 0 && v < 1.8e19) return static_cast<uint64_t>(std::llround(v));
-    if (clamp && v < 0) return 0;
-  }
-  throw InputError(fmt::format("{}.{}: expected a non-negative number", where, key));
-}
-
-std::string GetString(const json& obj, const char* key, const std::string& where) {
-  auto it = obj.find(key);
-  if (it == obj.end() || !it->is_string())
-    throw InputError(fmt::format("{}.{}: expected a string", where, key));
-  return it->get<std::string>();
-}
-
-const json& GetArray(const json& obj, const char* key, const std::string& where) {
-  auto it = obj.find(key);
-  if (it == obj.end() || !it->is_array())
-    throw InputError(fmt::format("{}: no \"{}\" array", where, key));
-  return *it;
-}
-
-RunDigest DigestFromDoc(const json& doc, const std::string& source) {
-  try {
-    if (!doc.is_object() || !doc.contains("schema") || doc["schema"] != kSummarySchema)
-      throw InputError("not a kprof JSON summary (no \"schema\":\"kprof.summary\")");
-    const auto ver = doc.find("schema_version");
-    if (ver == doc.end() || !ver->is_number_integer())
-      throw InputError("schema_version: missing or not an integer");
-    if (ver->get<int64_t>() > kJsonSchemaVersion || ver->get<int64_t>() < 1)
-      throw InputError(fmt::format("schema_version {} is not supported (this kprof reads {})",
-                                   ver->get<int64_t>(), kJsonSchemaVersion));
-    const auto s = doc.find("summary");
-    if (s == doc.end() || !s->is_object()) throw InputError("no \"summary\" object");
-
-    RunDigest d;
-    d.source = source;
-    RunTotals& t = d.totals;
-    const std::string w = "summary";
-    t.wall_ns = GetU64(*s, "wall_ns", w);
-    t.gpu_busy_ns = GetU64(*s, "gpu_busy_ns", w);
-    t.kernel_ns = GetU64(*s, "kernel_ns", w);
-    t.memcpy_ns = GetU64(*s, "memcpy_ns", w);
-    t.sync_ns = GetU64(*s, "sync_ns", w);
-    t.kernels = GetU64(*s, "kernels", w);
-    t.launches = GetU64(*s, "launches", w);
-    t.syncs = GetU64(*s, "syncs", w);
-    t.memcpys = GetU64(*s, "memcpys", w);
-    if (auto b = s->find("memcpy_bytes"); b != s->end() && b->is_object()) {
-      for (const auto& [dir, v] : b->items())
-        t.memcpy_bytes += GetU64(*b, dir.c_str(), w + ".memcpy_bytes");
-    } else if (b != s->end() && !b->is_null()) {
-      t.memcpy_bytes = GetU64(*s, "memcpy_bytes", w);
-    }
-    t.memsets = GetU64(*s, "memsets", w);
-    t.peak_memory_bytes = GetU64(*s, "peak_memory_bytes", w, /*clamp=*/true);
-    t.processes = GetU64(*s, "processes", w);
-    t.incomplete_processes = GetU64(*s, "incomplete_processes", w);
-    t.dropped_records = GetU64(*s, "dropped_records", w);
-
-    // "ops" is the full op view; summaries of an op view also carry it in "rows".
-    const char* ops_key = doc.contains("ops") ? "ops" : "rows";
-    if (std::string(ops_key) == "rows" && doc.value("view", "") != "op")
-      throw InputError("no \"ops\" array");
-    const json& ops = GetArray(doc, ops_key, "summary");
-    for (size_t i = 0; i < ops.size(); ++i) {
-      const std::string where = fmt::format("{}[{}]", ops_key, i);
-      auto& op = d.ops[GetString(ops[i], "key", where)];
-      op.calls += GetU64(ops[i], "calls", where);
-      op.gpu_ns += GetU64(ops[i], "gpu_ns", where);
-    }
-    const json& kernels = GetArray(doc, "kernels", "summary");
-    for (size_t i = 0; i < kernels.size(); ++i) {
-      const std::string where = fmt::format("kernels[{}]", i);
-      auto& k = d.kernels[GetString(kernels[i], "name", where)];
-      k.calls += GetU64(kernels[i], "calls", where);
-      k.total_ns += GetU64(kernels[i], "total_ns", where);
-    }
-    // "modules" (PyTorch runs) is optional: summaries of other runs have none.
-    if (auto m = doc.find("modules"); m != doc.end()) {
-      if (!m->is_array()) throw InputError("\"modules\" is not an array");
-      for (size_t i = 0; i < m->size(); ++i) {
-        const std::string where = fmt::format("modules[{}]", i);
-        auto& dm = d.modules[GetString((*m)[i], "key", where)];
-        dm.calls += GetU64((*m)[i], "calls", where);
-        dm.gpu_ns += GetU64((*m)[i], "gpu_ns", where);
-      }
-    }
-    if (auto c = doc.find("compiled"); c != doc.end() && c->is_array())
-      for (const json& row : *c)
-        if (auto m = row.find("module"); m != row.end() && m->is_string())
-          if (std::string name = m->get<std::string>(); !name.empty())
-            d.compiled_callers.insert(std::move(name));
-    if (auto h = doc.find("hints"); h != doc.end() && h->is_array()) {
-      for (size_t i = 0; i < h->size(); ++i) {
-        const std::string where = fmt::format("hints[{}]", i);
-        const json& hj = (*h)[i];
-        DigestHint dh;
-        dh.id = GetString(hj, "id", where);
-        const auto sev = ParseHintSeverity(GetString(hj, "severity", where));
-        if (!sev || *sev == kNoHintAllowed)
-          throw InputError(where + ".severity: expected info, warning or critical");
-        dh.severity = static_cast<Severity>(*sev);
-        dh.summary = hj.value("summary", "");
-        d.hints.push_back(std::move(dh));
-      }
-    }
-    return d;
-  } catch (const InputError& e) {
-    throw InputError(source + ": " + e.what());
-  } catch (const json::exception& e) {
-    throw InputError(source + ": " + e.what());
-  }
-}
 
 /// The file's text when it is small enough to be a summary and starts like a JSON object.
 std::optional<std::string> ReadSmallJson(const std::string& path) {
@@ -453,20 +330,6 @@ std::string DiffJunit(const DiffResult& r) {
 
 // ---- Loading (shared with kprof check) -----------------------------------------------------
 
-bool LooksLikeSummaryJson(std::string_view text) {
-  size_t i = text.find_first_not_of(" \t\r\n");
-  if (i == std::string_view::npos || text[i] != '{') return false;
-  if (text.find("\"kprof.summary\"") == std::string_view::npos) return false;
-  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  return doc.is_object() && doc.contains("schema") && doc["schema"] == kSummarySchema;
-}
-
-RunDigest DigestFromSummaryJson(std::string_view text, const std::string& source) {
-  json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) throw InputError(source + ": malformed JSON");
-  return DigestFromDoc(doc, source);
-}
-
 std::vector<RunDigest> LoadRuns(const std::string& path) {
   std::error_code ec;
   const auto st = fs::status(path, ec);
@@ -479,15 +342,8 @@ std::vector<RunDigest> LoadRuns(const std::string& path) {
     for (const auto& [n, dir] : reps) runs.push_back(DigestOfRun(dir));
     return runs;
   }
-  if (auto text = ReadSmallJson(path)) {
-    const size_t i = text->find_first_not_of(" \t\r\n");
-    if (i != std::string::npos && (*text)[i] == '{' &&
-        text->find("\"kprof.summary\"") != std::string::npos) {
-      json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
-      if (doc.is_discarded()) throw InputError(path + ": malformed JSON");
-      if (doc.is_object() && doc.contains("schema")) return {DigestFromDoc(doc, path)};
-    }
-  }
+  if (auto text = ReadSmallJson(path))
+    if (auto digest = ReadSummaryJson(*text, path)) return {std::move(*digest)};
   return {DigestOfRun(path)};
 }
 

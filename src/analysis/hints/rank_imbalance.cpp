@@ -102,16 +102,23 @@ std::string PerCall(uint64_t ns, uint64_t calls) {
   return calls ? Dur(ns / calls) : std::string("none");
 }
 
-}  // namespace
-
-std::optional<Hint> RankImbalance(const RuleContext& c) {
-  const DistributedSummary& D = c.analysis.dist;
-  if (D.ranks.size() < 2 || D.collectives.empty()) return std::nullopt;
+/// The straggler: the rank that caused the most waiting, if it arrived last at enough of the
+/// collectives that had a wait; with, per rank, its last arrivals and the waiting it caused.
+struct Straggler {
+  size_t rank = 0;
+  std::vector<uint64_t> last, caused, caused_exposed;
+  uint64_t with_wait = 0;
+};
+std::optional<Straggler> FindStraggler(const DistributedSummary& D) {
   const size_t n = D.ranks.size();
+  Straggler st;
+  std::vector<uint64_t>&last = st.last, &caused = st.caused, &caused_exposed = st.caused_exposed;
+  last.assign(n, 0);
+  caused.assign(n, 0);
+  caused_exposed.assign(n, 0);
+  uint64_t& with_wait = st.with_wait;
   // Per rank: how often it arrived last, and the others' waiting it caused (all of it, and the
   // part with no compute of their own to run).
-  std::vector<uint64_t> last(n), caused(n), caused_exposed(n);
-  uint64_t with_wait = 0;
   for (const Collective& col : D.collectives) {
     if (col.spread_ns < kTogetherNs) continue;
     ++with_wait;
@@ -128,7 +135,22 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
   if (caused[s] == 0 ||
       static_cast<double>(last[s]) < kStragglerShare * static_cast<double>(with_wait))
     return std::nullopt;
+  st.rank = s;
+  return st;
+}
 
+/// What the straggler costs the job, and the figures that bound it (see the comment inside).
+struct Cost {
+  size_t stretches = 0;
+  std::vector<NsInterval> waits_for;  ///< the others' waits for it, merged
+  uint64_t waiting = 0, more_idle = 0, more_compute = 0, late = 0, late_at = 0;
+  uint64_t steady_each = 0, steady = 0;
+  std::vector<uint64_t> waited, waited_exposed, waits;  ///< per rank
+  std::map<std::string, uint64_t> kinds;                ///< of the collectives it was last at
+};
+Cost CostOf(const DistributedSummary& D, size_t s) {
+  const size_t n = D.ranks.size();
+  Cost k;
   // Where the others lose time: their waits for the straggler (union over ranks: they wait for
   // it at the same time). How much of it the job loses: what the straggler does that the others
   // do not, over the same stretch of the run (from the first collective to the end of the last):
@@ -146,16 +168,18 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
   // The same three figures per stretch of the run (kStretches of them, or one per collective
   // when there are fewer): the estimate is also at most the median stretch's figure per
   // collective the straggler was last at, times all such collectives.
-  const size_t stretches = std::min(kStretches, D.collectives.size());
+  const size_t stretches = k.stretches = std::min(kStretches, D.collectives.size());
   struct Stretch {
     std::vector<NsInterval> waits_for;
     uint64_t from = UINT64_MAX, to = 0, late = 0;
     uint64_t late_at = 0;  // collectives the straggler was last at
   };
   std::vector<Stretch> part_of(stretches);
-  Hint h;
-  std::vector<uint64_t> waited(n), waited_exposed(n), waits(n);
-  std::map<std::string, uint64_t> kinds;
+  std::vector<uint64_t>&waited = k.waited, &waited_exposed = k.waited_exposed, &waits = k.waits;
+  waited.assign(n, 0);
+  waited_exposed.assign(n, 0);
+  waits.assign(n, 0);
+  std::map<std::string, uint64_t>& kinds = k.kinds;
   std::map<std::pair<size_t, uint32_t>, uint64_t> prev_end;  // (rank, communicator) -> end
   for (size_t i = 0; i < D.collectives.size(); ++i) {
     const Collective& col = D.collectives[i];
@@ -201,9 +225,9 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
     return std::pair{Minus(mine.idle, Median(others_idle)),
                      Minus(mine.compute, Median(others_compute))};
   };
-  std::vector<NsInterval> waits_for;
+  std::vector<NsInterval>& waits_for = k.waits_for;
   std::vector<uint64_t> per_late;  // each stretch's figure per collective the straggler was last at
-  uint64_t from = UINT64_MAX, to = 0, late = 0, late_at = 0;
+  uint64_t from = UINT64_MAX, to = 0, &late = k.late, &late_at = k.late_at;
   for (Stretch& st : part_of) {
     from = std::min(from, st.from);
     to = std::max(to, st.to);
@@ -216,52 +240,18 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
     waits_for.insert(waits_for.end(), st.waits_for.begin(), st.waits_for.end());
   }
   waits_for = detail::Merge(std::move(waits_for));
-  const uint64_t waiting = detail::Length(waits_for);
-  const auto [more_idle, more_compute] = beyond(from, to);
-  const uint64_t steady_each = Median(per_late), steady = steady_each * late_at;
-  h.est_saving_ns = std::min({waiting, more_idle + more_compute, late, steady});
-  if (h.est_saving_ns == 0) return std::nullopt;
-  const double fraction = static_cast<double>(h.est_saving_ns) / static_cast<double>(waiting);
-  for (const NsInterval& iv : waits_for) Claim(h, iv.first, iv.second, fraction);
-  if (!Price(h, c)) return std::nullopt;
+  k.waiting = detail::Length(waits_for);
+  std::tie(k.more_idle, k.more_compute) = beyond(from, to);
+  k.steady_each = Median(per_late);
+  k.steady = k.steady_each * late_at;
+  return k;
+}
 
-  const RankUsage& S = D.ranks[s];
-  const std::string who = S.rank >= 0 ? "rank " + std::to_string(S.rank) : S.label;
-  h.summary = fmt::format("{} is the straggler: the other ranks wait for it in {} collectives", who,
-                          last[s]);
-  std::string what;
-  for (const auto& [kind, count] : kinds)
-    what += fmt::format("{}{} {}", what.empty() ? "" : ", ", count, kind);
-  h.evidence.push_back(fmt::format(
-      "{} arrived last at {} of the {} collectives that had a wait ({} on {} "
-      "communicator{}); the others waited {} in them, {} of it with nothing else to run",
-      S.label, last[s], with_wait, what, D.communicators, D.communicators == 1 ? "" : "s",
-      Dur(caused[s]), Dur(caused_exposed[s])));
-  h.evidence.push_back(fmt::format(
-      "from the first collective to the end of the last, its GPU sat idle {} more than the other "
-      "ranks' and computed {} more; it arrived {} after them at the collectives they reached on "
-      "their own: the job loses about {} to it",
-      Dur(more_idle), Dur(more_compute), Dur(late), Dur(h.est_saving_ns)));
-  // Said where it binds by more than a tenth (stretches of a steady straggler differ a little).
-  if (steady * 10 < std::min({waiting, more_idle + more_compute, late}) * 9)
-    h.evidence.push_back(fmt::format(
-        "the waiting is uneven over the run: in the median of {} stretches with equal numbers of "
-        "collectives it cost {} per collective it arrived last at; over its {} such collectives "
-        "{}, without what one stretch (a slower warm-up, a one-off stall) adds",
-        stretches, Dur(steady_each), late_at, Dur(steady)));
-  std::vector<size_t> order;
-  for (size_t r = 0; r < n; ++r)
-    if (r != s && waits[r]) order.push_back(r);
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return waited_exposed[a] > waited_exposed[b]; });
-  for (size_t i = 0; i < std::min<size_t>(3, order.size()); ++i) {
-    const size_t r = order[i];
-    h.evidence.push_back(fmt::format("{} waited {} ({} idle) in {} collectives, {} each on average",
-                                     D.ranks[r].label, Dur(waited[r]), Dur(waited_exposed[r]),
-                                     waits[r], Dur(waited[r] / waits[r])));
-  }
-  // What the straggler did differently: the NVTX range (host time) or op (GPU time) it spent
-  // most more time in than the other ranks (their median).
+/// What the straggler did differently: the NVTX range (host time) or op (GPU time) it spent
+/// most more time in than the other ranks (their median), when it explains enough of the cost.
+void Explain(const RuleContext& c, size_t s, uint64_t more_idle, uint64_t more_compute, Hint& h) {
+  const DistributedSummary& D = c.analysis.dist;
+  const size_t n = D.ranks.size();
   std::vector<Phases> phases;
   for (const RankUsage& u : D.ranks) phases.push_back(PhasesOf(c.timeline.processes[u.process]));
   std::vector<const std::map<std::string, std::pair<uint64_t, uint64_t>>*> other_cpu, other_gpu;
@@ -294,6 +284,60 @@ std::optional<Hint> RankImbalance(const RuleContext& c) {
                                "a slower host"
                              : "no op explains its longer compute: a slower GPU (clocks, "
                                "throttling) or more data");
+}
+
+}  // namespace
+
+std::optional<Hint> RankImbalance(const RuleContext& c) {
+  const DistributedSummary& D = c.analysis.dist;
+  if (D.ranks.size() < 2 || D.collectives.empty()) return std::nullopt;
+  const std::optional<Straggler> found = FindStraggler(D);
+  if (!found) return std::nullopt;
+  const size_t s = found->rank;
+  const Cost k = CostOf(D, s);
+  Hint h;
+  h.est_saving_ns = std::min({k.waiting, k.more_idle + k.more_compute, k.late, k.steady});
+  if (h.est_saving_ns == 0) return std::nullopt;
+  const double fraction = static_cast<double>(h.est_saving_ns) / static_cast<double>(k.waiting);
+  for (const NsInterval& iv : k.waits_for) Claim(h, iv.first, iv.second, fraction);
+  if (!Price(h, c)) return std::nullopt;
+  const RankUsage& S = D.ranks[s];
+  const std::string who = S.rank >= 0 ? "rank " + std::to_string(S.rank) : S.label;
+  h.summary = fmt::format("{} is the straggler: the other ranks wait for it in {} collectives", who,
+                          found->last[s]);
+  std::string what;
+  for (const auto& [kind, count] : k.kinds)
+    what += fmt::format("{}{} {}", what.empty() ? "" : ", ", count, kind);
+  h.evidence.push_back(fmt::format(
+      "{} arrived last at {} of the {} collectives that had a wait ({} on {} "
+      "communicator{}); the others waited {} in them, {} of it with nothing else to run",
+      S.label, found->last[s], found->with_wait, what, D.communicators,
+      D.communicators == 1 ? "" : "s", Dur(found->caused[s]), Dur(found->caused_exposed[s])));
+  h.evidence.push_back(fmt::format(
+      "from the first collective to the end of the last, its GPU sat idle {} more than the other "
+      "ranks' and computed {} more; it arrived {} after them at the collectives they reached on "
+      "their own: the job loses about {} to it",
+      Dur(k.more_idle), Dur(k.more_compute), Dur(k.late), Dur(h.est_saving_ns)));
+  // Said where it binds by more than a tenth (stretches of a steady straggler differ a little).
+  if (k.steady * 10 < std::min({k.waiting, k.more_idle + k.more_compute, k.late}) * 9)
+    h.evidence.push_back(fmt::format(
+        "the waiting is uneven over the run: in the median of {} stretches with equal numbers of "
+        "collectives it cost {} per collective it arrived last at; over its {} such collectives "
+        "{}, without what one stretch (a slower warm-up, a one-off stall) adds",
+        k.stretches, Dur(k.steady_each), k.late_at, Dur(k.steady)));
+  const size_t n = D.ranks.size();
+  std::vector<size_t> order;
+  for (size_t r = 0; r < n; ++r)
+    if (r != s && k.waits[r]) order.push_back(r);
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return k.waited_exposed[a] > k.waited_exposed[b]; });
+  for (size_t i = 0; i < std::min<size_t>(3, order.size()); ++i) {
+    const size_t r = order[i];
+    h.evidence.push_back(fmt::format("{} waited {} ({} idle) in {} collectives, {} each on average",
+                                     D.ranks[r].label, Dur(k.waited[r]), Dur(k.waited_exposed[r]),
+                                     k.waits[r], Dur(k.waited[r] / k.waits[r])));
+  }
+  Explain(c, s, k.more_idle, k.more_compute, h);
   h.assumption = fmt::format(
       "If {} arrived with the others, they would not wait for it: the job, which runs at its "
       "slowest rank's pace, saves what {} spent beyond them (idle GPU and longer compute, from "
