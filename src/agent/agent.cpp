@@ -145,9 +145,8 @@ MetaList StartMeta(const std::string& rank) {
   m.emplace_back("kinds", KindsToString(a.kinds));
   m.emplace_back("graph_trace", a.graph_level ? "graph" : "node");
   // What `kprof run --pytorch` asked Python programs to add (src/pytorch); absent: not asked.
-  if (const char* py = std::getenv("KPROF_PYTORCH"); py != nullptr && *py != 0)
-    m.emplace_back("pytorch", py);
-  m.emplace_back("agent_version", "0.1.0");
+  if (!a.pytorch.empty()) m.emplace_back("pytorch", a.pytorch);
+  m.emplace_back("agent_version", KPROF_VERSION);
   m.emplace_back("agent_tid", std::to_string(OsThreadId()));
   if (!a.subscriber_error.empty()) m.emplace_back("subscriber_error", a.subscriber_error);
   return m;
@@ -161,28 +160,22 @@ int Initialize() {
   if (a.initialized) return 1;
   a.initialized = true;
 
-  std::string dir = Env("KPROF_OUTPUT_DIR");
-  if (dir.empty()) dir = ".";
+  // What kprof run asked for (kprof/agent_config.h), read once; what cannot be read is said.
+  std::vector<ConfigProblem> problems;
+  const AgentConfig cfg = ReadAgentConfig(std::getenv, problems);
+  for (const ConfigProblem& p : problems)
+    if (p.area == "agent") std::fprintf(stderr, "kprof agent: %s\n", p.message.c_str());
+  std::string dir = cfg.output_dir.empty() ? "." : cfg.output_dir;
   std::string unknown;
-  a.kinds = ParseKinds(std::getenv("KPROF_KINDS"), &unknown);
+  a.kinds = ParseKinds(cfg.kinds.c_str(), &unknown);
   if (!unknown.empty()) {
     std::fprintf(stderr, "kprof agent: ignoring unknown KPROF_KINDS entries: %s\n",
                  unknown.c_str());
   }
-  if (std::string mb = Env("KPROF_BUFFER_MB"); !mb.empty()) {
-    long v = std::atol(mb.c_str());
-    if (v >= 1 && v <= 256) g_buffer_bytes = static_cast<size_t>(v) << 20;
-  }
-  if (std::string g = Env("KPROF_GRAPH_TRACE"); !g.empty()) {
-    if (g == "node") {
-      a.graph_level = false;
-    } else if (g != "graph") {
-      std::fprintf(stderr, "kprof agent: ignoring KPROF_GRAPH_TRACE=%s (graph|node)\n", g.c_str());
-    }
-  }
-  if (std::string p = Env("KPROF_FLUSH_MS"); !p.empty()) {
-    a.flush_period_ms = std::max(10, std::atoi(p.c_str()));
-  }
+  if (Knobs().buffer_mb != 0) g_buffer_bytes = static_cast<size_t>(Knobs().buffer_mb) << 20;
+  a.graph_level = cfg.graph_trace != "node";
+  if (Knobs().flush_ms != 0) a.flush_period_ms = static_cast<int>(Knobs().flush_ms);
+  a.pytorch = cfg.pytorch;
   std::string rank = FirstEnv({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});
   mkdir(dir.c_str(), 0755);  // usually made by the launcher; EEXIST is fine
   const std::string stem =
@@ -240,7 +233,7 @@ int Initialize() {
     ++a.allocated;
   }
 
-  bool ok = ConfigureActivityAttributes(/*zeroed_buffers=*/true);
+  bool ok = ConfigureActivityAttributes(/*zeroed_buffers=*/true, Knobs().device_buffer_mb);
   ok &= KPROF_CUPTI(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted),
                     "hand CUPTI kprof's record buffers (nothing will be recorded)");
   // Graphs launched from the device are recorded only at graph level, and only when asked for
@@ -248,7 +241,7 @@ int Initialize() {
   // KPROF_DEVICE_GRAPHS=0 leaves them out (to measure what recording them costs).
   std::string device_graphs = "off";
   if (a.graph_level && (a.kinds & (kKindKernel | kKindMemcpy | kKindMemset)) != 0 &&
-      Env("KPROF_DEVICE_GRAPHS") != "0" &&
+      Knobs().device_graphs &&
       KPROF_CUPTI(cuptiActivityEnableDeviceGraph(1),
                   "turn on the records of graphs launched from the GPU (they will be missing)"))
     device_graphs = "on";
@@ -258,7 +251,7 @@ int Initialize() {
   // Capture windows (--capture, --delay, --duration): nothing else but the device records until
   // the first window opens; each window enables the kinds and closing it disables them.
   MetaList setup;
-  if (ConfigureCapture(setup) && StartCapture(a.subscriber, a.kinds)) {
+  if (ConfigureCapture(cfg, problems, setup) && StartCapture(a.subscriber, a.kinds)) {
     ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE),
                       "record the devices' properties (the run's meta will lack them)");
   } else {
@@ -268,7 +261,7 @@ int Initialize() {
   setup.emplace_back("device_graph_trace", device_graphs);
   if (!ok) setup.emplace_back("agent_error", "CUPTI activity setup failed; see stderr");
   // Hardware counters (--metrics): after the activity kinds, on kprof's subscriber.
-  if (ConfigureCounters()) StartCounters(a.subscriber, setup);
+  if (ConfigureCounters(cfg, problems)) StartCounters(a.subscriber, setup);
   a.writer.WriteMeta(setup);
   a.pid = getpid();
   // A child forked without exec has no writer, flusher or signal thread: it records nothing

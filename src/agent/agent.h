@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "agent/cupti_setup.h"
+#include "kprof/agent_config.h"
 #include "kprof/record.h"
 #include "kprof/trace.h"
 
@@ -97,6 +98,7 @@ struct Agent {
   // CUDA graphs (graphs.cpp): the mode, and the records the graph resource callbacks make on
   // the application's threads, waiting for the writer (which interns their names).
   bool graph_level = true;  // KPROF_GRAPH_TRACE: graph (one record per launch) | node
+  std::string pytorch;      // KPROF_PYTORCH: what kprof run asked Python programs to add
   struct SideRecord {
     Record rec;
     std::string name;  // kernel name of a GraphNode record, interned by the writer
@@ -118,6 +120,10 @@ struct Agent {
 };
 
 Agent& A();
+
+/// The diagnosis and measurement knobs (kprof/agent_config.h), read from the environment once
+/// (knobs.cpp).
+const DiagnosticKnobs& Knobs();
 
 /// The thread id CUPTI writes into marker and API records by default (pthread_self, truncated
 /// to 32 bits): records the agent makes itself on a thread (graph nodes, capture windows) must

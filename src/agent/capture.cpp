@@ -116,20 +116,6 @@ uint64_t Now() {
   return ts;
 }
 
-uint64_t EnvMs(const char* name, std::vector<std::pair<std::string, std::string>>& meta,
-               bool* bad) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return 0;
-  char* end = nullptr;
-  const unsigned long long ms = std::strtoull(v, &end, 10);
-  if (end == v || *end != '\0') {
-    meta.emplace_back("capture_problem", std::string(name) + "=" + v + " is not milliseconds");
-    *bad = true;
-    return 0;
-  }
-  return static_cast<uint64_t>(ms) * 1'000'000u;
-}
-
 // Brings what CUPTI records in line with what the windows want, unless a context is being made
 // (then the context call's return does it) or, for switching off, none exists yet (then the first
 // context's creation does it). Returns the API ids enabled. With the state's mutex held.
@@ -403,31 +389,23 @@ bool IsProfilerStop(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
 
 }  // namespace
 
-bool ConfigureCapture(std::vector<std::pair<std::string, std::string>>& meta) {
-  const char* capture = std::getenv("KPROF_CAPTURE");
+bool ConfigureCapture(const AgentConfig& cfg, const std::vector<ConfigProblem>& problems,
+                      std::vector<std::pair<std::string, std::string>>& meta) {
   bool bad = false;
-  Settings s;
-  s.delay_ns = EnvMs("KPROF_DELAY_MS", meta, &bad);
-  s.duration_ns = EnvMs("KPROF_DURATION_MS", meta, &bad);
-  if (const char* n = std::getenv("KPROF_CAPTURE_COUNT"); n != nullptr && *n != '\0') {
-    char* end = nullptr;
-    s.count = std::strtoull(n, &end, 10);
-    if (end == n || *end != '\0' || s.count == 0) {
-      meta.emplace_back("capture_problem",
-                        std::string("KPROF_CAPTURE_COUNT=") + n + " is not a positive count");
-      bad = true;
-    }
-  }
-  const std::string c = capture != nullptr ? capture : "";
-  if (c.rfind("nvtx:", 0) == 0 && c.size() > 5) {
-    s.trigger = CaptureTrigger::Nvtx;
-    s.range = c.substr(5);
-  } else if (c == "cuda-profiler-api") {
-    s.trigger = CaptureTrigger::ProfilerApi;
-  } else if (!c.empty()) {
-    meta.emplace_back("capture_problem",
-                      "KPROF_CAPTURE=" + c + " is not nvtx:NAME or cuda-profiler-api");
+  for (const ConfigProblem& p : problems) {
+    if (p.area != "capture") continue;
+    meta.emplace_back("capture_problem", p.message);
     bad = true;
+  }
+  Settings s;
+  s.delay_ns = cfg.delay_ms * 1'000'000u;
+  s.duration_ns = cfg.duration_ms * 1'000'000u;
+  s.count = cfg.capture_count;
+  if (cfg.capture.rfind("nvtx:", 0) == 0) {
+    s.trigger = CaptureTrigger::Nvtx;
+    s.range = cfg.capture.substr(5);
+  } else if (cfg.capture == "cuda-profiler-api") {
+    s.trigger = CaptureTrigger::ProfilerApi;
   } else if (s.delay_ns > 0 || s.duration_ns > 0) {
     s.trigger = CaptureTrigger::Time;
     s.count = 1;
@@ -446,10 +424,8 @@ bool ConfigureCapture(std::vector<std::pair<std::string, std::string>>& meta) {
 bool StartCapture(CUpti_SubscriberHandle subscriber, uint32_t kinds) {
   State& s = S();
   s.kinds = kinds;
-  g_debug = std::getenv("KPROF_CAPTURE_DEBUG") != nullptr;
-  if (const char* api = std::getenv("KPROF_CAPTURE_API");
-      api != nullptr && std::string(api) == "id")
-    g_api = ApiRecords::PerId;
+  g_debug = Knobs().capture_debug;
+  if (Knobs().capture_api_ids) g_api = ApiRecords::PerId;
   // The API ids are found now, outside any callback, not in the first window on the program's
   // thread.
   const size_t ids = PrepareApiRecords();

@@ -6,9 +6,8 @@
 // (capture_graphs.h).
 // Each window becomes a CaptureWindow record.
 //
-// Asked for through the environment `kprof run` sets: KPROF_CAPTURE ("nvtx:NAME" or
-// "cuda-profiler-api"), KPROF_CAPTURE_COUNT (windows to record, default 1), KPROF_DELAY_MS and
-// KPROF_DURATION_MS.
+// Asked for through the agent's configuration (kprof/agent_config.h): capture, capture_count,
+// delay_ms and duration_ms.
 #pragma once
 
 #include <cupti.h>
@@ -18,15 +17,17 @@
 #include <utility>
 #include <vector>
 
+#include "kprof/agent_config.h"
 #include "kprof/record.h"
 
 namespace kprof::agent {
 
-/// Reads the settings; true when recording is limited to windows (the activity kinds must then
-/// not be enabled at start: the first window enables them). Meta describing the settings, and a
-/// line for each bad setting (which disables windows: the whole process is recorded), go to
-/// `meta`.
-bool ConfigureCapture(std::vector<std::pair<std::string, std::string>>& meta);
+/// Takes the windows' settings from the agent's configuration; true when recording is limited
+/// to windows (the activity kinds must then not be enabled at start: the first window enables
+/// them). Meta describing the settings, and a line for each problem of the configuration's
+/// "capture" area (which disables windows: the whole process is recorded), go to `meta`.
+bool ConfigureCapture(const AgentConfig& cfg, const std::vector<ConfigProblem>& problems,
+                      std::vector<std::pair<std::string, std::string>>& meta);
 /// Enables the callbacks the windows need on kprof's subscriber (NVTX pushes and pops, the
 /// profiler API), context creation and graph launches, and starts the timer for --delay and
 /// --duration. `kinds` is what each window enables. False when the trigger cannot work (no

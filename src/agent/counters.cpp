@@ -1179,56 +1179,40 @@ int ContextCallDevice(CUpti_CallbackId cbid, const CUpti_CallbackData& cb) {
 
 }  // namespace
 
-bool ConfigureCounters() {
-  const char* m = std::getenv("KPROF_METRICS");
-  if (m == nullptr || *m == 0) return false;
-  std::string list = m;
-  size_t at = 0;
-  while (at <= list.size()) {
-    const size_t comma = std::min(list.find(',', at), list.size());
-    const std::string word = list.substr(at, comma - at);
-    if (word == "sampled") {
-      g_set.sampled = true;
-    } else if (word == "replay") {
-      g_set.replay = true;
-    } else if (!word.empty()) {
-      Problem("unknown KPROF_METRICS entry '" + word + "' (sampled, replay)");
-    }
-    at = comma + 1;
+bool ConfigureCounters(const AgentConfig& cfg, const std::vector<ConfigProblem>& problems) {
+  bool asked = cfg.replay || cfg.sampled;
+  for (const ConfigProblem& p : problems) {
+    if (p.area != "metrics") continue;
+    Problem(p.message);
+    asked = true;
   }
-  const auto number = [](const char* env, uint64_t lo, uint64_t hi, uint64_t fallback) {
-    const char* v = std::getenv(env);
-    if (v == nullptr || *v == 0) return fallback;
-    const unsigned long long n = std::strtoull(v, nullptr, 10);
-    return n >= lo && n <= hi ? static_cast<uint64_t>(n) : fallback;
-  };
-  g_debug = std::getenv("KPROF_COUNTERS_DEBUG") != nullptr;
-  g_keep_enabled = std::getenv("KPROF_REPLAY_KEEP_ENABLED") != nullptr;
-  const auto env_is = [](const char* name, const char* value) {
-    const char* v = std::getenv(name);
-    return v != nullptr && std::strcmp(v, value) == 0;
-  };
-  g_evaluate = !env_is("KPROF_COUNTERS_EVALUATE", "0");
-  g_prepare = g_set.sampled && !env_is("KPROF_PM_PREPARE", "0");
-  g_availability = env_is("KPROF_PM_AVAILABILITY", "1");
-  g_refuse_chip_config = env_is("KPROF_PM_REFUSE_CHIP_CONFIG", "1");
-  g_set.interval_ns = number("KPROF_METRICS_INTERVAL_US", 10, 1'000'000, 200) * 1000;
-  g_set.top = number("KPROF_METRICS_TOP", 1, 1000, 10);
-  g_set.launches = number("KPROF_METRICS_LAUNCHES", 1, 1000, 1);
-  if (const char* re = std::getenv("KPROF_METRICS_KERNELS"); re != nullptr && *re != 0) {
+  if (!asked) return false;
+  g_set.sampled = cfg.sampled;
+  g_set.replay = cfg.replay;
+  const DiagnosticKnobs& k = Knobs();
+  g_debug = k.counters_debug;
+  g_keep_enabled = k.replay_keep_enabled;
+  g_evaluate = k.counters_evaluate;
+  g_prepare = g_set.sampled && k.pm_prepare;
+  g_availability = k.pm_availability;
+  g_refuse_chip_config = k.pm_refuse_chip_config;
+  g_set.interval_ns = cfg.metrics_interval_us * 1000;
+  g_set.top = cfg.metrics_top;
+  g_set.launches = cfg.metrics_launches;
+  if (!cfg.metrics_kernels.empty()) {
     try {
-      g_set.regex = std::regex(re, std::regex::ECMAScript | std::regex::optimize);
+      g_set.regex = std::regex(cfg.metrics_kernels, std::regex::ECMAScript | std::regex::optimize);
       g_set.use_regex = true;
     } catch (const std::regex_error&) {
-      Problem(std::string("KPROF_METRICS_KERNELS is not a regular expression: ") + re);
+      Problem("KPROF_METRICS_KERNELS is not a regular expression: " + cfg.metrics_kernels);
     }
   }
-  if (const char* path = std::getenv("KPROF_METRICS_NAMES"); path != nullptr && *path != 0) {
-    std::ifstream f(path);
+  if (!cfg.metrics_names.empty()) {
+    std::ifstream f(cfg.metrics_names);
     std::string line;
     while (std::getline(f, line))
       if (!line.empty()) g_set.named.insert(line);
-    if (g_set.named.empty()) Problem(std::string("no kernel names in ") + path);
+    if (g_set.named.empty()) Problem("no kernel names in " + cfg.metrics_names);
   }
   return g_set.sampled || g_set.replay;
 }
@@ -1270,8 +1254,7 @@ void StartCounters(CUpti_SubscriberHandle subscriber,
   a.counters_top_from_trace = g_set.replay && !g_set.use_regex && g_set.named.empty();
   // The top N comes from the kernels written so far: flush often enough for it to be current
   // (unless KPROF_FLUSH_MS says otherwise).
-  if (a.counters_top_from_trace && std::getenv("KPROF_FLUSH_MS") == nullptr)
-    a.flush_period_ms = 100;
+  if (a.counters_top_from_trace && Knobs().flush_ms == 0) a.flush_period_ms = 100;
   g_started = true;
 }
 

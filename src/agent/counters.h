@@ -3,10 +3,9 @@
 // from the launch callbacks. It only measures and hands records to the writer (KernelMetric,
 // CounterSample, Overhead/CounterReplay); what the values mean is the analysis's.
 //
-// Asked for through the environment `kprof run --metrics` sets: KPROF_METRICS (sampled, replay
-// or both, comma separated), KPROF_METRICS_INTERVAL_US, KPROF_METRICS_TOP, KPROF_METRICS_LAUNCHES,
-// KPROF_METRICS_KERNELS (a regular expression on kernel names), KPROF_METRICS_NAMES (a file of
-// kernel names, one per line, from an earlier run).
+// Asked for through the agent's configuration (kprof/agent_config.h), which `kprof run --metrics`
+// sets: replay, sampled, the interval, the top N, the launches per kernel, a regular expression
+// on kernel names, a file of kernel names from an earlier run.
 #pragma once
 
 #include <cupti.h>
@@ -16,11 +15,14 @@
 #include <utility>
 #include <vector>
 
+#include "kprof/agent_config.h"
+
 namespace kprof::agent {
 
-/// Reads the settings from the environment; true when counters were asked for. Problems with
-/// them are written to stderr and to the file's meta (counters_problem).
-bool ConfigureCounters();
+/// Takes the counters' settings from the agent's configuration; true when counters were asked
+/// for. Problems with them (the configuration's "metrics" area, a bad regular expression, an
+/// empty file of names) are written to stderr and to the file's meta (counters_problem).
+bool ConfigureCounters(const AgentConfig& cfg, const std::vector<ConfigProblem>& problems);
 /// Enables the callbacks the counters need on kprof's subscriber (null: none, and replay is
 /// reported as impossible); sampling starts with each device's first context. Meta to write goes to
 /// `meta`.

@@ -133,15 +133,12 @@ bool CheckCupti(CUptiResult r, const char* call, const char* doing, const char* 
   return false;
 }
 
-bool ConfigureActivityAttributes(bool zeroed_buffers) {
+bool ConfigureActivityAttributes(bool zeroed_buffers, uint64_t device_buffer_mb) {
   bool ok = true;
   // A larger device buffer than the 3.2 MB default: bursts of short kernels otherwise fill it
   // before CUPTI's worker drains it, and records lose their timestamps.
-  size_t device_buffer = 4u << 20;
-  if (const char* mb = std::getenv("KPROF_DEVICE_BUFFER_MB"); mb != nullptr && *mb != '\0') {
-    long v = std::strtol(mb, nullptr, 10);
-    if (v >= 1 && v <= 1024) device_buffer = static_cast<size_t>(v) << 20;
-  }
+  size_t device_buffer =
+      device_buffer_mb != 0 ? static_cast<size_t>(device_buffer_mb) << 20 : size_t{4} << 20;
   size_t sz = sizeof(device_buffer);
   ok &= KPROF_CUPTI(
       cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &device_buffer),

@@ -44,8 +44,9 @@ void LogFailureOnce(const char* call, const char* doing, const char* message, in
                     const char* file, int line);
 
 /// Sets activity attributes (device buffer size, zeroed buffers). Call before enabling kinds.
-/// `zeroed_buffers`: the client promises buffers handed to CUPTI are zero-filled.
-bool ConfigureActivityAttributes(bool zeroed_buffers);
+/// `zeroed_buffers`: the client promises buffers handed to CUPTI are zero-filled;
+/// `device_buffer_mb`: CUPTI's device buffer in MiB (0: kprof's default, 4).
+bool ConfigureActivityAttributes(bool zeroed_buffers, uint64_t device_buffer_mb = 0);
 
 /// Enables graph-level tracing of CUDA graphs (CUPTI_ACTIVITY_KIND_GRAPH_TRACE: one record per
 /// graph launch, none per node) when `kinds` records GPU work. Call once, before CUDA has a

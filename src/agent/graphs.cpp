@@ -70,13 +70,7 @@ std::string KernelNodeName(CUgraphNode node) {
   return name != nullptr ? std::string(name) : std::string();
 }
 
-bool NamesWanted() {
-  static const bool wanted = [] {
-    const char* v = std::getenv("KPROF_GRAPH_NAMES");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return wanted;
-}
+bool NamesWanted() { return Knobs().graph_names; }
 
 Record Instant(RecordKind kind, uint8_t flags) {
   Record r;

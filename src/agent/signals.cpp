@@ -32,7 +32,8 @@ namespace {
 // KPROF_AGENT_BACKTRACE=1: a fault's stack on stderr first, and SIGUSR2 sent to any thread of
 // the program prints that thread's stack (for debugging the agent, a hang above all, where no
 // debugger is at hand; docs/reliability.md).
-const bool g_backtrace = std::getenv("KPROF_AGENT_BACKTRACE") != nullptr;
+// Read once before the handlers are installed (the handler reads this, not the knobs).
+bool g_backtrace = false;
 
 void PrintStack(int /*sig*/) {
   int saved_errno = errno;
@@ -50,7 +51,7 @@ void PrintStack(int /*sig*/) {
 void BlockSignalsInThisThread() {
   sigset_t all;
   sigfillset(&all);
-  if (g_backtrace) sigdelset(&all, SIGUSR2);
+  if (Knobs().backtrace) sigdelset(&all, SIGUSR2);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
 }
 
@@ -145,6 +146,7 @@ void OnSignal(int sig, siginfo_t* info, void* ctx) {
 
 void InstallSignalHandlers() {
   Agent& a = A();
+  g_backtrace = Knobs().backtrace;
   if (g_backtrace) {  // loads libgcc's unwinder now, not in the handler
     void* frame = nullptr;
     backtrace(&frame, 1);

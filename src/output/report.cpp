@@ -159,6 +159,105 @@ void CountersTable(std::ostream& out, const CounterSummary& c, size_t top) {
   }
 }
 
+/// The rows of the view asked for (every view but the kernel view), with the top kernels
+/// beneath each row.
+void GroupTable(std::ostream& out, const Analysis& a, const ReportOptions& o) {
+  const RunSummary& s = a.summary;
+  const char* what = GroupByName(a.by);
+  const bool counters = HasCounters(a);
+  // PyTorch runs with autograd traced to the forward ops, and the module view: a column of
+  // backward GPU time (docs/pytorch.md).
+  const bool bwd = a.by == GroupBy::Module || a.by == GroupBy::Source ||
+                   (a.by == GroupBy::Op && s.backward_linked_ns);
+  // Op view with source lines (--pytorch stack): where in the program each op was called.
+  const bool from = a.by == GroupBy::Op && !a.sources.empty();
+  // Runs with hardware counters: the class of each row's kernels (docs/counters.md).
+  const bool bound = counters && BoundView(a.by);
+  const std::string header =
+      fmt::format("  {:<50} {:>8} {:>11} {:>11} {:>7} {:>8} {:>11}{}{}{}", what, "Calls",
+                  "GPU time", "Projected", "Share", "Kernels", "CPU time",
+                  bwd ? fmt::format(" {:>11}", a.by == GroupBy::Op ? "Its backward" : "Backward")
+                      : std::string(),
+                  bound ? "  Bound   " : "", from ? "  Called from" : "");
+  out << fmt::format("GPU time by {}\n", what);
+  out << (bound ? Line(header) : header + "\n");
+  size_t n = 0;
+  for (const auto& g : a.rows) {
+    if (o.top && n++ >= o.top) break;
+    // Source lines keep their end (the file name and line) when cut.
+    std::string key = a.by == GroupBy::Source ? FitTail(g.key, g.kind.empty() ? 50 : 30) : g.key;
+    if (!g.kind.empty())
+      key = std::string(2 * std::min<uint32_t>(g.depth, 8), ' ') + key + " (" + g.kind + ")";
+    const std::string row =
+        "  " + Pad(Fit(key, 50), 50) +
+        fmt::format(" {:>8} {:>11} {:>11} {:>7} {:>8} {:>11}{}{}{}", g.calls,
+                    FormatDuration(g.gpu_ns), FormatDuration(g.gpu_projected_ns), Pct(g.share),
+                    g.kernels, g.cpu_ns ? FormatDuration(g.cpu_ns) : "-",
+                    bwd ? fmt::format(" {:>11}", g.bwd_gpu_ns ? FormatDuration(g.bwd_gpu_ns)
+                                                              : std::string("-"))
+                        : std::string(),
+                    bound ? "  " + Pad(BoundName(g.bound), 8) : std::string(),
+                    from && !g.source.empty() ? "  " + FitTail(g.source, 40) : "");
+    out << (bound ? Line(row) : row + "\n");
+    size_t m = 0;
+    for (const auto& k : g.kernel_rows) {
+      if (m++ >= 3) {
+        out << fmt::format("      ... {} more kernels\n", g.kernel_rows.size() - 3);
+        break;
+      }
+      out << "    " << Pad(Fit(k.name, 48), 48)
+          << fmt::format(" {:>8} {:>11}\n", k.stat.count, FormatDuration(k.stat.total_ns));
+    }
+  }
+  if (a.rows.empty()) out << "  (no GPU activity)\n";
+  out << "\n";
+}
+
+/// The launched CUDA graphs.
+void GraphsTable(std::ostream& out, const Analysis& a, const ReportOptions& o) {
+  // Only runs with CUDA graphs: every other report stays as it was.
+  out << "\nCUDA graphs\n";
+  out << fmt::format("  {:<16} {:>8} {:>7} {:>6} {:>11} {:>11} {:>11}  {}\n", "Graph", "Launches",
+                     "Nodes", "Inst.", "Per launch", "p95", "GPU time", "Captured in");
+  size_t n = 0;
+  for (const GraphRow& g : a.graphs) {
+    if (o.top && n++ >= o.top) {
+      out << fmt::format("  ... {} more graphs\n", a.graphs.size() - o.top);
+      break;
+    }
+    out << "  " << Pad(Fit(g.Key(), 16), 16)
+        << fmt::format(" {:>8} {:>7} {:>6} {:>11} {:>11} {:>11}  {}\n", g.launches,
+                       g.nodes ? std::to_string(g.nodes) : "?",
+                       g.instantiations ? std::to_string(g.instantiations) : "?",
+                       FormatDuration(g.per_launch.mean_ns), FormatDuration(g.per_launch.p95_ns),
+                       FormatDuration(g.per_launch.total_ns),
+                       (g.captured_in.empty() ? std::string("(not recorded)")
+                                              : DisplayText(g.captured_in)) +
+                           (g.device_launches ? fmt::format("; {} launched from the GPU by {}",
+                                                            g.device_launches == g.launches
+                                                                ? std::string("all")
+                                                                : std::to_string(g.device_launches),
+                                                            g.launched_by)
+                                              : std::string()));
+  }
+}
+
+/// The hints, most costly first, with the joint figure.
+void HintsTable(std::ostream& out, const std::vector<Hint>& hints) {
+  out << "\nHints (most costly first)\n";
+  if (const JointSaving j = EstimateJoint(hints); j.hints > 1) out << "  " << JointLine(j) << "\n";
+  for (const auto& h : hints) {
+    // Hint texts quote kernel and range names: shown as DisplayText like the tables.
+    out << fmt::format("  [{}] {}: {}\n", SeverityName(h.severity), h.id, DisplayText(h.summary));
+    for (const auto& e : h.evidence) out << "      " << DisplayText(e) << "\n";
+    if (h.est_saving_ns)
+      out << fmt::format("      est. saving: up to {} ({:.1f}% of the run); {}\n",
+                         FormatDuration(h.est_saving_ns), h.est_saving_pct, h.assumption);
+    if (!h.fix_cuda.empty()) out << "      fix (CUDA): " << h.fix_cuda << "\n";
+    if (!h.fix_pytorch.empty()) out << "      fix (PyTorch): " << h.fix_pytorch << "\n";
+  }
+}
+
 void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vector<Hint>& hints,
            const ReportOptions& o) {
   const RunSummary& s = a.summary;
@@ -168,56 +267,8 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
   out << fmt::format("kprof: {} process{}{}{}\n\n", s.processes, s.processes == 1 ? "" : "es",
                      devices.empty() ? "" : ", ", devices);
 
-  const char* what = GroupByName(a.by);
   const bool counters = HasCounters(a);
-  if (a.by != GroupBy::Kernel) {
-    // PyTorch runs with autograd traced to the forward ops, and the module view: a column of
-    // backward GPU time (docs/pytorch.md).
-    const bool bwd = a.by == GroupBy::Module || a.by == GroupBy::Source ||
-                     (a.by == GroupBy::Op && s.backward_linked_ns);
-    // Op view with source lines (--pytorch stack): where in the program each op was called.
-    const bool from = a.by == GroupBy::Op && !a.sources.empty();
-    // Runs with hardware counters: the class of each row's kernels (docs/counters.md).
-    const bool bound = counters && BoundView(a.by);
-    const std::string header =
-        fmt::format("  {:<50} {:>8} {:>11} {:>11} {:>7} {:>8} {:>11}{}{}{}", what, "Calls",
-                    "GPU time", "Projected", "Share", "Kernels", "CPU time",
-                    bwd ? fmt::format(" {:>11}", a.by == GroupBy::Op ? "Its backward" : "Backward")
-                        : std::string(),
-                    bound ? "  Bound   " : "", from ? "  Called from" : "");
-    out << fmt::format("GPU time by {}\n", what);
-    out << (bound ? Line(header) : header + "\n");
-    size_t n = 0;
-    for (const auto& g : a.rows) {
-      if (o.top && n++ >= o.top) break;
-      // Source lines keep their end (the file name and line) when cut.
-      std::string key = a.by == GroupBy::Source ? FitTail(g.key, g.kind.empty() ? 50 : 30) : g.key;
-      if (!g.kind.empty())
-        key = std::string(2 * std::min<uint32_t>(g.depth, 8), ' ') + key + " (" + g.kind + ")";
-      const std::string row =
-          "  " + Pad(Fit(key, 50), 50) +
-          fmt::format(" {:>8} {:>11} {:>11} {:>7} {:>8} {:>11}{}{}{}", g.calls,
-                      FormatDuration(g.gpu_ns), FormatDuration(g.gpu_projected_ns), Pct(g.share),
-                      g.kernels, g.cpu_ns ? FormatDuration(g.cpu_ns) : "-",
-                      bwd ? fmt::format(" {:>11}", g.bwd_gpu_ns ? FormatDuration(g.bwd_gpu_ns)
-                                                                : std::string("-"))
-                          : std::string(),
-                      bound ? "  " + Pad(BoundName(g.bound), 8) : std::string(),
-                      from && !g.source.empty() ? "  " + FitTail(g.source, 40) : "");
-      out << (bound ? Line(row) : row + "\n");
-      size_t m = 0;
-      for (const auto& k : g.kernel_rows) {
-        if (m++ >= 3) {
-          out << fmt::format("      ... {} more kernels\n", g.kernel_rows.size() - 3);
-          break;
-        }
-        out << "    " << Pad(Fit(k.name, 48), 48)
-            << fmt::format(" {:>8} {:>11}\n", k.stat.count, FormatDuration(k.stat.total_ns));
-      }
-    }
-    if (a.rows.empty()) out << "  (no GPU activity)\n";
-    out << "\n";
-  }
+  if (a.by != GroupBy::Kernel) GroupTable(out, a, o);
   if (a.by == GroupBy::Kernel) {
     // The kernel view: the rows as --filter and --sort left them, with full statistics.
     std::unordered_map<std::string_view, const KernelRow*> by_name;
@@ -239,34 +290,7 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
   }
   // Only runs with hardware counters (kprof run --metrics): every other report stays as it was.
   if (counters) CountersTable(out, a.counters, o.top);
-  if (!a.graphs.empty()) {
-    // Only runs with CUDA graphs: every other report stays as it was.
-    out << "\nCUDA graphs\n";
-    out << fmt::format("  {:<16} {:>8} {:>7} {:>6} {:>11} {:>11} {:>11}  {}\n", "Graph", "Launches",
-                       "Nodes", "Inst.", "Per launch", "p95", "GPU time", "Captured in");
-    size_t n = 0;
-    for (const GraphRow& g : a.graphs) {
-      if (o.top && n++ >= o.top) {
-        out << fmt::format("  ... {} more graphs\n", a.graphs.size() - o.top);
-        break;
-      }
-      out << "  " << Pad(Fit(g.Key(), 16), 16)
-          << fmt::format(
-                 " {:>8} {:>7} {:>6} {:>11} {:>11} {:>11}  {}\n", g.launches,
-                 g.nodes ? std::to_string(g.nodes) : "?",
-                 g.instantiations ? std::to_string(g.instantiations) : "?",
-                 FormatDuration(g.per_launch.mean_ns), FormatDuration(g.per_launch.p95_ns),
-                 FormatDuration(g.per_launch.total_ns),
-                 (g.captured_in.empty() ? std::string("(not recorded)")
-                                        : DisplayText(g.captured_in)) +
-                     (g.device_launches ? fmt::format("; {} launched from the GPU by {}",
-                                                      g.device_launches == g.launches
-                                                          ? std::string("all")
-                                                          : std::to_string(g.device_launches),
-                                                      g.launched_by)
-                                        : std::string()));
-    }
-  }
+  if (!a.graphs.empty()) GraphsTable(out, a, o);
   out << "\nTotals\n";
   Totals(out, s, "  ");
 
@@ -296,21 +320,7 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
                          p.complete ? "" : "  (incomplete)");
     }
   }
-  if (!hints.empty()) {
-    out << "\nHints (most costly first)\n";
-    if (const JointSaving j = EstimateJoint(hints); j.hints > 1)
-      out << "  " << JointLine(j) << "\n";
-    for (const auto& h : hints) {
-      // Hint texts quote kernel and range names: shown as DisplayText like the tables.
-      out << fmt::format("  [{}] {}: {}\n", SeverityName(h.severity), h.id, DisplayText(h.summary));
-      for (const auto& e : h.evidence) out << "      " << DisplayText(e) << "\n";
-      if (h.est_saving_ns)
-        out << fmt::format("      est. saving: up to {} ({:.1f}% of the run); {}\n",
-                           FormatDuration(h.est_saving_ns), h.est_saving_pct, h.assumption);
-      if (!h.fix_cuda.empty()) out << "      fix (CUDA): " << h.fix_cuda << "\n";
-      if (!h.fix_pytorch.empty()) out << "      fix (PyTorch): " << h.fix_pytorch << "\n";
-    }
-  }
+  if (!hints.empty()) HintsTable(out, hints);
   if (!o.saved_to.empty()) out << "\nSaved to " << o.saved_to << "\n";
 }
 

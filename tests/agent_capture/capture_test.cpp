@@ -102,10 +102,17 @@ auto* const kSubscriber = reinterpret_cast<CUpti_SubscriberHandle>(0x1);
 
 void Setenv(const char* name, const char* value) { setenv(name, value, 1); }
 
+// The windows' settings from the environment, as the agent reads them (kprof/agent_config.h).
+bool Configure(std::vector<std::pair<std::string, std::string>>& meta) {
+  std::vector<ConfigProblem> problems;
+  const AgentConfig cfg = ReadAgentConfig(std::getenv, problems);
+  return ConfigureCapture(cfg, problems, meta);
+}
+
 // Starts the windows from the environment; false if they were not configured.
 bool Start() {
   std::vector<std::pair<std::string, std::string>> meta;
-  if (!ConfigureCapture(meta)) return false;
+  if (!Configure(meta)) return false;
   return StartCapture(kSubscriber, 0x1ff);
 }
 
@@ -347,24 +354,24 @@ TEST(CaptureWindows, BadSettingsRecordEverything) {
   InChild([] {
     std::vector<std::pair<std::string, std::string>> meta;
     Setenv("KPROF_CAPTURE", "nvtx:");
-    EXPECT_FALSE(ConfigureCapture(meta));
+    EXPECT_FALSE(Configure(meta));
     Setenv("KPROF_CAPTURE", "nvtx:step");
     Setenv("KPROF_CAPTURE_COUNT", "0");
-    EXPECT_FALSE(ConfigureCapture(meta));
+    EXPECT_FALSE(Configure(meta));
     Setenv("KPROF_CAPTURE_COUNT", "1");
     Setenv("KPROF_DELAY_MS", "1s");
-    EXPECT_FALSE(ConfigureCapture(meta));
+    EXPECT_FALSE(Configure(meta));
     ASSERT_EQ(meta.size(), 3u);
     EXPECT_EQ(meta[0].first, "capture_problem");
     EXPECT_NE(meta[2].second.find("KPROF_DELAY_MS=1s"), std::string::npos);
     unsetenv("KPROF_CAPTURE");
     unsetenv("KPROF_DELAY_MS");
     unsetenv("KPROF_CAPTURE_COUNT");
-    EXPECT_FALSE(ConfigureCapture(meta));  // nothing asked for
+    EXPECT_FALSE(Configure(meta));  // nothing asked for
     EXPECT_EQ(meta.size(), 3u);
     // No subscriber: an NVTX trigger cannot work.
     Setenv("KPROF_CAPTURE", "nvtx:step");
-    ASSERT_TRUE(ConfigureCapture(meta));
+    ASSERT_TRUE(Configure(meta));
     EXPECT_FALSE(StartCapture(nullptr, 0x1ff));
     EXPECT_FALSE(OutsideWindow());
   });

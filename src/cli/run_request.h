@@ -1,0 +1,43 @@
+// Internal to the CLI: what `kprof run` was asked (its options, parsed and checked before the
+// program starts) and what it asks of the agent (kprof/agent_config.h).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/common.h"
+#include "cli/present.h"
+#include "kprof/agent_config.h"
+
+namespace kprof::cli {
+
+struct RunRequest {
+  std::vector<std::string> program;  ///< PROGRAM ARGS...
+  std::string out_dir;               ///< -o (default runs/<date-time>)
+  std::string kinds, graph_trace = "graph", pytorch = "auto";
+  int repeat = 1;
+  bool quiet = false, force = false;
+  // --metrics: what was asked, the top N, and the names taken from --metrics-from.
+  bool replay = false, sampled = false;
+  int metrics_top = 10, metrics_interval_us = 200, metrics_launches = 1;
+  std::string metrics_kernels;
+  std::vector<std::string> metric_names;
+  // Capture windows.
+  std::string capture;
+  uint64_t capture_count = 1;
+  double delay_s = 0, duration_s = 0;
+  ViewOptions view;  ///< the report's options
+};
+
+/// Parses and checks kprof run's arguments (options, "--", the program) and the places of its
+/// outputs. The exit status to end with when they are not usable (a message was printed).
+std::optional<int> ParseRunRequest(const std::vector<std::string>& args, RunRequest& r);
+
+/// What the agent is asked for run directory `abs_dir`; `python_dir`: the PyTorch layer's folder
+/// ("" when none). Writes the --metrics-from kernel names into the directory.
+AgentConfig AgentConfigFor(const RunRequest& r, const std::string& abs_dir,
+                           const std::string& python_dir);
+
+}  // namespace kprof::cli
