@@ -48,25 +48,14 @@ class OpView final : public View {
   void Activity(const ProcessPass& pp, const ActivityEvent& a) override {
     const Record& r = a.r;
     if (a.graph != nullptr) {
-      // Shared by node count; the last share takes the rest. n <= nodes, so each share <= dur;
-      // split so that dur * n cannot wrap (hostile files).
-      const GraphInfo& g = *a.graph;
-      const uint64_t dur = r.DurationNs();
-      uint64_t given = 0;
-      for (size_t j = 0; j < g.capture_ranges.size(); ++j) {
-        const auto [range, n] = g.capture_ranges[j];
-        const uint64_t ns = j + 1 == g.capture_ranges.size()
-                                ? dur - given
-                                : dur / g.nodes * n + dur % g.nodes * n / g.nodes;
-        given += ns;
-        const int to = range >= 0 ? range : a.inner_range;
+      ShareGraphTime(*a.graph, r.DurationNs(), a.inner_range, [&](int to, uint64_t ns) {
         if (to < 0) {
           NoRange(pp.index)->AddGraphShare(ns);
           unattributed_ns_ += ns;
         } else {
           op_of_[pp.index][static_cast<size_t>(to)]->AddGraphShare(ns);
         }
-      }
+      });
       return;
     }
     if (a.inner_range < 0) {

@@ -53,17 +53,8 @@ class RangePathView final : public View {
 
   void Activity(const ProcessPass& pp, const ActivityEvent& a) override {
     if (a.graph != nullptr) {
-      const GraphInfo& g = *a.graph;
-      const uint64_t dur = a.r.DurationNs();
-      uint64_t given = 0;
-      for (size_t j = 0; j < g.capture_ranges.size(); ++j) {
-        const auto [range, n] = g.capture_ranges[j];
-        const uint64_t ns = j + 1 == g.capture_ranges.size()
-                                ? dur - given
-                                : dur / g.nodes * n + dur % g.nodes * n / g.nodes;
-        given += ns;
-        At(pp.index, range >= 0 ? range : a.inner_range)->AddGraphShare(ns);
-      }
+      ShareGraphTime(*a.graph, a.r.DurationNs(), a.inner_range,
+                     [&](int to, uint64_t ns) { At(pp.index, to)->AddGraphShare(ns); });
       return;
     }
     At(pp.index, a.inner_range)->AddActivity(a.r, a.kname);

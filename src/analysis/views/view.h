@@ -98,6 +98,22 @@ void SortRows(std::vector<GroupRow>& rows, AnalysisOptions::Sort sort);
 /// Sets the class (compute/memory/latency-bound) of each row's kernels and of the row, from the
 /// measured kernels (nothing without counters).
 void ClassifyGroups(const CounterSummary& counters, std::vector<GroupRow>& rows);
+/// A graph launch's GPU time `dur` shared among the ranges its nodes were made in, by node
+/// count: add(range, ns) for each (range -1: none; nodes made outside any range go, like
+/// node-level work, to `inner`, the range open at the launch). The last share takes the rest;
+/// n <= nodes, so each share <= dur, and it is split so that dur * n cannot wrap (hostile files).
+template <typename Add>
+void ShareGraphTime(const GraphInfo& g, uint64_t dur, int inner, Add&& add) {
+  uint64_t given = 0;
+  for (size_t j = 0; j < g.capture_ranges.size(); ++j) {
+    const auto [range, n] = g.capture_ranges[j];
+    const uint64_t ns = j + 1 == g.capture_ranges.size()
+                            ? dur - given
+                            : dur / g.nodes * n + dur % g.nodes * n / g.nodes;
+    given += ns;
+    add(range >= 0 ? range : inner, ns);
+  }
+}
 /// "model.0|Linear" (after the module prefix) -> ("model.0", "Linear").
 std::pair<std::string_view, std::string_view> SplitModuleName(std::string_view name);
 
