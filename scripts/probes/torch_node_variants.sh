@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Node-level tracing of a PyTorch torch.cuda.graph replay (issue 10): plain, kprof --graph-trace node
 # with several agent settings, and nsys --cuda-graph-trace=node, three interleaved rounds. Needs a
-# GPU and a build in build/. Output: docs/measurements/h100-2026-11-23-issue10/torch_node_variants.txt
+# GPU and a build in build/. Output: measurements/h100-2026-11-23-issue10/torch_node_variants.txt
 NSYS=$(ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -n 1)
 T="python3 tests/gpu/scripts/torch_graph.py 200"
 for r in 1 2 3; do

@@ -1,7 +1,7 @@
 // CUDA graphs in the analysis: nodes followed from the executable graph back to where they were
 // captured, per-node work attributed there, graph-level launches shared among the capture
 // ranges by node count. The record sequences are the ones CUPTI 13.0 produced on the H100
-// (docs/measurements/h100-2026-11-23-issue10/probe_graph.txt): capture makes nodes
+// (measurements/h100-2026-11-23-issue10/probe_graph.txt): capture makes nodes
 // GRAPH<<32|i; instantiation makes the executable graph's nodes (Created, on the instantiating
 // thread), reports each cloned from its template node under the same id, and adds helper nodes
 // of its own (graph-level tracing) that are never cloned.
