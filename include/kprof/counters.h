@@ -1,4 +1,4 @@
-// Hardware counters in the analysis (issue 12, docs/counters.md): the values per kernel derived
+// Hardware counters in the analysis (docs/counters.md): the values per kernel derived
 // from a run's CounterSample and KernelMetric records (the metrics are in kprof/metrics.h), and
 // the classification of a kernel as compute-, memory- or latency-bound.
 #pragma once

@@ -1,4 +1,4 @@
-// The hardware metrics kprof records (issue 12, docs/counters.md): the names the agent asks
+// The hardware metrics kprof records (docs/counters.md): the names the agent asks
 // CUPTI for and what each measures. The vocabulary agent and analysis share, as record.h is for
 // records: the agent reads the lists (what to ask for), the analysis the roles (what a recorded
 // name means). No CUDA or CUPTI header.

@@ -1,4 +1,4 @@
-// Hardware counters in the agent (issue 12, docs/counters.md): PM sampling of GPU-wide
+// Hardware counters in the agent (docs/counters.md): PM sampling of GPU-wide
 // throughputs on a thread of its own, and the range profiler replaying selected kernel launches
 // from the launch callbacks. It only measures and hands records to the writer (KernelMetric,
 // CounterSample, Overhead/CounterReplay); what the values mean is the analysis's.

@@ -1,4 +1,4 @@
-// Hardware counters (issue 12): the metric catalogue, the classification, and the values per
+// Hardware counters: the metric catalogue, the classification, and the values per
 // kernel name from a run's KernelMetric (replay) and CounterSample (PM sampling) records.
 // See kprof/counters.h and docs/counters.md.
 #include "analysis/counters.h"

@@ -29,7 +29,7 @@ using report_text::Pad;
 
 std::string Pct(double share) { return fmt::format("{:.1f}%", share * 100.0); }
 
-// ---- Hardware counters (issue 12, docs/counters.md) -----------------------------------------
+// ---- Hardware counters (docs/counters.md) -----------------------------------------
 
 /// A measured value with `digits` decimals, "-" when not measured.
 std::string Value(double v, int digits) {
