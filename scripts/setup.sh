@@ -29,6 +29,10 @@ if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
   echo "       the agent (libkprof_agent.so) and kernels/ need the CUDA toolkit with CUPTI."
 fi
 export PATH=/usr/local/cuda/bin:$PATH
+# The golden outputs (tests/golden/out/*.gz) shown decoded by git diff (.gitattributes there).
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  git config diff.gzip.textconv "gzip -dc" || true
+fi
 
 cmake -S . -B "$BUILD_DIR" -G Ninja \
   -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \

@@ -61,20 +61,36 @@ std::string Gunzip(const std::string& path) {
   return out;
 }
 
-/// First line where two texts differ, for the failure message.
-std::string FirstDifference(const std::string& want, const std::string& got) {
-  size_t i = 0;
-  while (i < want.size() && i < got.size() && want[i] == got[i]) ++i;
-  size_t line =
-      static_cast<size_t>(std::count(want.begin(), want.begin() + static_cast<long>(i), '\n')) + 1;
-  auto around = [i](const std::string& s) {
-    size_t b = s.rfind('\n', i == 0 ? 0 : i - 1);
-    b = b == std::string::npos ? 0 : b + 1;
-    size_t e = s.find('\n', i);
-    return s.substr(b, std::min<size_t>(e == std::string::npos ? s.size() : e, b + 300) - b);
+/// The decoded difference, for the failure message: each differing line (up to 20) as the
+/// golden has it and as the output has it, with its line number; then how many more differ.
+std::string Difference(const std::string& want, const std::string& got) {
+  const auto lines = [](const std::string& s) {
+    std::vector<std::string> v;
+    size_t at = 0;
+    while (at < s.size()) {
+      const size_t nl = s.find('\n', at);
+      const size_t end = nl == std::string::npos ? s.size() : nl;
+      v.push_back(s.substr(at, std::min<size_t>(end - at, 300)));
+      at = end + 1;
+    }
+    return v;
   };
-  return "line " + std::to_string(line) + ":\n  golden: " + around(want) +
-         "\n  actual: " + around(got);
+  const std::vector<std::string> w = lines(want), g = lines(got);
+  std::string out;
+  size_t shown = 0, more = 0;
+  for (size_t i = 0; i < std::max(w.size(), g.size()); ++i) {
+    const std::string* a = i < w.size() ? &w[i] : nullptr;
+    const std::string* b = i < g.size() ? &g[i] : nullptr;
+    if (a != nullptr && b != nullptr && *a == *b) continue;
+    if (shown++ >= 20) {
+      ++more;
+      continue;
+    }
+    out += "line " + std::to_string(i + 1) + ":\n  - " + (a ? *a : "(none)") + "\n  + " +
+           (b ? *b : "(none)") + "\n";
+  }
+  if (more) out += "... and " + std::to_string(more) + " more differing lines\n";
+  return out;
 }
 
 class Golden : public ::testing::TestWithParam<Case> {};
@@ -100,8 +116,10 @@ TEST_P(Golden, OutputMatches) {
   const std::string got = test::ReadAll(actual);
   ASSERT_FALSE(want.empty()) << "golden output " << c.name << " is empty or missing";
   EXPECT_TRUE(want == got) << "kprof " << c.args << "\ndiffers from tests/golden/out/" << c.name
-                           << ".gz (" << want.size() << " vs " << got.size() << " bytes) at "
-                           << FirstDifference(want, got) << "\nactual output: " << actual;
+                           << ".gz (" << want.size() << " vs " << got.size() << " bytes):\n"
+                           << Difference(want, got) << "actual output: " << actual
+                           << " (scripts/make_goldens.sh rewrites the goldens after an intended "
+                              "change)";
 }
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& param_info) {
