@@ -1,6 +1,7 @@
 // Fuzz target: kprof JSON summaries as diff/check inputs (DigestFromSummaryJson from memory,
 // LoadRuns from a file), then diff and check over the digest: its numbers are the input's.
 #include "fuzz_common.h"
+#include "cli/load_runs.h"
 #include "kprof/compare.h"
 #include "kprof/summary_json.h"
 

@@ -297,14 +297,4 @@ std::string FormatMetric(double value, MetricKind kind);
 /// U+FFFD, as do invalid UTF-8 sequences).
 std::string XmlEscape(std::string_view s);
 
-// ---------------------------------------------------------------------------------------------
-// CLI layer (src/cli/diff.cpp; the JSON summary is read by kprof/summary_json.h)
-
-/// Loads the runs named by one command-line item: a run directory (a directory of repN
-/// subdirectories expands into one run each, in N order), a kprof run file, a JSON summary or a
-/// Chrome trace. Throws InputError.
-std::vector<RunDigest> LoadRuns(const std::string& path);
-/// LoadRuns of each path, in order, into one list. Throws InputError.
-std::vector<RunDigest> LoadAllRuns(const std::vector<std::string>& paths);
-
 }  // namespace kprof

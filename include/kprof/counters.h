@@ -26,8 +26,6 @@ inline constexpr double kHighThroughputPct = 60.0;
 /// SM and memory throughputs closer than this (points) are balanced (Nsight Compute's).
 inline constexpr double kBalancedPct = 10.0;
 
-inline constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
-inline bool Measured(double v) { return !std::isnan(v); }
 
 /// Counter values of one kernel launch, or averaged over several (by duration).
 struct CounterValues {

@@ -4,6 +4,9 @@
 // name means). No CUDA or CUPTI header.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string_view>
 #include <vector>
 
@@ -24,6 +27,10 @@ enum class CounterRole : uint8_t {
   PeakDramBw,    ///< a factor of the DRAM bandwidth peak (bytes per cycle, or cycles per second)
   DurationNs,    ///< the kernel's duration as the replay measured it
 };
+
+/// A metric's value that was not measured (the chip does not offer it, or no sample fell in).
+inline constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
+inline bool Measured(double v) { return !std::isnan(v); }
 
 /// The replay's measure of a kernel's duration (its record has none: see docs/counters.md).
 inline constexpr std::string_view kKernelDurationMetric = "gpu__time_duration.sum";

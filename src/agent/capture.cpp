@@ -439,20 +439,15 @@ bool StartCapture(CUpti_SubscriberHandle subscriber, uint32_t kinds) {
         ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_NVTX, id),
                           "watch NVTX ranges (--capture nvtx: cannot open a window)");
     } else {
-      constexpr const char* kDoing =
-          "watch cudaProfilerStart/Stop (--capture cuda-profiler-api cannot open a window)";
-      ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
-                                            CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000),
-                        kDoing);
-      ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
-                                            CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000),
-                        kDoing);
-      ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
-                                            CUPTI_DRIVER_TRACE_CBID_cuProfilerStart),
-                        kDoing);
-      ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
-                                            CUPTI_DRIVER_TRACE_CBID_cuProfilerStop),
-                        kDoing);
+      const std::pair<CUpti_CallbackDomain, CUpti_CallbackId> calls[] = {
+          {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000},
+          {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000},
+          {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStart},
+          {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuProfilerStop}};
+      for (const auto& [domain, id] : calls)
+        ok &= KPROF_CUPTI(
+            cuptiEnableCallback(1, subscriber, domain, id),
+            "watch cudaProfilerStart/Stop (--capture cuda-profiler-api cannot open a window)");
     }
     if (!ok) return false;
   }

@@ -26,7 +26,6 @@
 #include "agent/agent.h"
 #include "agent/capture.h"
 #include "agent/counters_internal.h"
-#include "kprof/counters.h"
 #include "kprof/metrics.h"
 
 namespace kprof::agent {

@@ -38,7 +38,6 @@
 #include <vector>
 
 #include "agent/agent.h"
-#include "kprof/counters.h"
 #include "kprof/metrics.h"
 
 namespace kprof::agent::counters {

@@ -10,6 +10,7 @@
 #include "ci_output.h"
 #include "common.h"
 #include "kprof/cli.h"
+#include "cli/load_runs.h"
 #include "kprof/compare.h"
 
 namespace kprof {

@@ -13,6 +13,7 @@
 #include "ci_output.h"
 #include "common.h"
 #include "kprof/cli.h"
+#include "cli/load_runs.h"
 #include "kprof/compare.h"
 #include "kprof/html.h"
 #include "kprof/output.h"
