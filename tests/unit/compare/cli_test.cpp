@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/load_runs.h"
 #include "compare_test_util.h"
 #include "kprof/compare.h"
 
