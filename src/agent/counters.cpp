@@ -202,7 +202,7 @@ ReplayTimes ReplayedKernelTimes(uint32_t correlation, uint64_t* start_ns, uint64
 
 void StopCounters(bool at_exit) {
   if (!g_set.sampled && !g_set.replay) return;
-  if (g_set.sampled) StopSampling(at_exit);
+  if (g_set.sampled) Sampling().Stop(at_exit);
   g_started = false;  // replay ends with the first context to go
   static std::atomic<bool> meta_written{false};
   if (!at_exit || meta_written.exchange(true)) return;

@@ -10,9 +10,9 @@
 // - the settings and knobs below are written once by ConfigureCounters, before any callback,
 //   and only read after;
 // - problems and unavailable metrics: g_problem_mu;
-// - PM sampling: SamplingState::mu guards the samplers; the sampling thread decodes them, the
+// - PM sampling: PmSampling (below) owns the samplers and the thread that decodes them; the
 //   program's thread starts one per device in a context's callback, the exit handler stops
-//   them (counters_sampling.cpp);
+//   them;
 // - the preparation thread: Preparation::mu (counters_prep.cpp);
 // - replay: ReplayState::mu guards the selection and is never held across a CUPTI call;
 //   ReplayState::replay_mu is held from a replayed launch's enter callback to its exit and only
@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/periodic_thread.h"
 #include "kprof/metrics.h"
 
 namespace kprof::agent::counters {
@@ -122,34 +123,50 @@ struct Sampler {
   bool running = false;
 };
 
+// PM sampling: the samplers and the thread that decodes them.
+//
 // Samplers are started on the program's thread, in the callback of a device's first context
 // (the program waits for it, once per device, and cannot exit meanwhile: a set-up on a thread
 // of its own was still inside CUPTI's host library when a short program exited, and crashed
-// it); a thread of the agent's own decodes every kDecodePeriodMs; the last decode and the stop
-// run in an exit handler registered once the first sampler runs, so before the exit handlers
-// of CUPTI's host library and of the CUDA runtime (which ran before the agent's own and tore
-// down what the stop needs).
-struct SamplingState {
-  std::mutex start_mu;  // starting samplers (context callbacks)
-  std::unordered_set<uint32_t> devices_tried;
-  bool exit_handler = false;
-  std::mutex samplers_mu;  // held while decoding, adding or stopping samplers
-  std::vector<std::unique_ptr<Sampler>> samplers;
-  std::mutex mu;  // the thread's state
-  std::condition_variable cv;
-  std::thread thread;
-  // The process the thread runs in (a forked child has none), read before `mu` is taken: a
-  // child's copy of `mu` may be held by the thread it does not have.
-  std::atomic<pid_t> thread_pid{0};
-  bool stop = false, stopped = false;
-  // A sampler was started: the thread wakes at once to make its counter data image (MakeImage,
-  // 35-110 ms on the H100s) and decode what came meanwhile. Made by a first decode a period
-  // after the start, the image held 1604 of its 2000 samples at 100 us on two H100s (a first
-  // decode at +161 ms, its image made in 107 ms), and an image that fills loses the samples of
-  // the next 15-17 ms.
-  bool image_due = false;
-  bool context_gone = false;  // a context was destroyed: no more CUPTI calls for sampling
-  bool finished = false;      // stopped and the last samples decoded (or given up)
+// it); the decoding thread (a PeriodicThread) decodes every kDecodePeriodMs; the last decode
+// and the stop run in an exit handler registered once the first sampler runs, so before the
+// exit handlers of CUPTI's host library and of the CUDA runtime (which ran before the agent's
+// own and tore down what the stop needs).
+//
+// Thread contract: Add runs on the program's threads (context callbacks, serialised by
+// `start_mu`); decoding runs on the decoding thread; Stop(false) runs in a context's
+// destruction, Stop(true) in the exit handler. `samplers_mu_` is held while a sampler is
+// decoded, added or stopped, and never while waiting for the thread.
+class PmSampling {
+ public:
+  PmSampling();
+  // Starting samplers (StartSampling, counters_prep.cpp): held for a whole start, so a device
+  // is set up once.
+  std::mutex start_mu;
+  std::unordered_set<uint32_t> devices_tried;  // under start_mu
+
+  /// Hands a running sampler to the decoding thread, which makes its counter data image at
+  /// once (MakeImage, 35-110 ms on the H100s) and decodes what came meanwhile. Made by a first
+  /// decode a period after the start, the image held 1604 of its 2000 samples at 100 us on two
+  /// H100s (a first decode at +161 ms, its image made in 107 ms), and an image that fills loses
+  /// the samples of the next 15-17 ms.
+  void Add(std::unique_ptr<Sampler> sampler);
+  /// Stop was asked: no sampler is to be started.
+  bool Stopping() { return thread_.Stopping(); }
+  /// Stops the decoding thread; with `last`, then decodes what is left and stops the samplers
+  /// (CUDA must still be up). Without, returns at once: it is called in a context's
+  /// destruction, where a decode waited on the driver until the agent's exit timeout, and no
+  /// CUPTI call for sampling is made after it.
+  void Stop(bool last);
+
+ private:
+  void Round();  // on the decoding thread
+
+  std::mutex samplers_mu_;
+  std::vector<std::unique_ptr<Sampler>> samplers_;  // under samplers_mu_
+  std::atomic<bool> context_gone_{false};           // Stop(false) ran
+  std::atomic<bool> exit_handler_{false};
+  PeriodicThread thread_;
 };
 
 // What a device's sampling needs before it can be enabled: the chip, whether it supports PM
@@ -160,15 +177,12 @@ struct DevicePrep {
   bool with_availability = false;  // configured with the device's counter availability
   HostConfig config;
 };
-SamplingState& Sampling();
+PmSampling& Sampling();
 /// A debug timing step (KPROF_COUNTERS_DEBUG).
 void Step(const char* what, uint64_t& t);
 bool PrepareDevice(uint32_t device, DevicePrep& p, bool availability);
 bool EnableSampler(uint32_t device, Sampler& s, bool* refused = nullptr);
 void StopSampler(Sampler& s);
-void SamplingLoop();
-void StopSampling(bool last);
-void StopSamplingAtExit();
 
 // ---- counters_prep.cpp: the preparation thread, and sampling's start in a context's callback.
 void AskPreparation(int device);

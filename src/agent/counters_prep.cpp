@@ -152,13 +152,10 @@ Taken TakePrepared(uint32_t device, DevicePrep& out) {
 // thread, on the program's thread in the device's first context. `t0`: when the program's
 // thread began to wait for kprof there (an Overhead record).
 void RunSampler(uint32_t device, DevicePrep& prepared, uint64_t t0) {
-  SamplingState& st = Sampling();
-  {
-    std::lock_guard<std::mutex> state(st.mu);
-    if (st.stop) {
-      FreeHost(prepared.config.host);
-      return;
-    }
+  PmSampling& st = Sampling();
+  if (st.Stopping()) {
+    FreeHost(prepared.config.host);
+    return;
   }
   auto sp = std::make_unique<Sampler>();
   sp->config = std::move(prepared.config);
@@ -189,30 +186,16 @@ void RunSampler(uint32_t device, DevicePrep& prepared, uint64_t t0) {
                  "waited %.1f ms%s\n",
                  device, (end - t0) * 1e-6, ok ? "" : " (failed)");
   if (!ok) return;
-  {
-    std::lock_guard<std::mutex> guard(st.samplers_mu);
-    st.samplers.push_back(std::move(sp));
-  }
-  std::lock_guard<std::mutex> state(st.mu);
-  st.image_due = true;  // the image at once, and the first decode right after it
-  st.cv.notify_all();
-  if (!st.thread.joinable()) {
-    st.thread_pid = getpid();
-    st.thread = std::thread(SamplingLoop);
-  }
-  if (!st.exit_handler) st.exit_handler = std::atexit(StopSamplingAtExit) == 0;
+  st.Add(std::move(sp));
 }
 
-// A device's first context (on the program's thread, which waits: see SamplingState): takes its
+// A device's first context (on the program's thread, which waits: see PmSampling): takes its
 // preparation (Preparation) and starts its sampler.
 void StartSampling(uint32_t device) {
-  SamplingState& st = Sampling();
+  PmSampling& st = Sampling();
   std::lock_guard<std::mutex> lock(st.start_mu);
   if (!st.devices_tried.insert(device).second) return;
-  {
-    std::lock_guard<std::mutex> state(st.mu);
-    if (st.stop) return;
-  }
+  if (st.Stopping()) return;
   const uint64_t t0 = Now();
   if (g_debug)
     std::fprintf(stderr,

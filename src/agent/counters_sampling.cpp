@@ -24,8 +24,8 @@ size_t SamplesPerDecode(uint64_t interval_ns) {
   return static_cast<size_t>(std::clamp<uint64_t>(4 * per_period, 1000, 5000));
 }
 
-SamplingState& Sampling() {
-  static auto* s = new SamplingState();  // leaked, as the agent's state
+PmSampling& Sampling() {
+  static auto* s = new PmSampling();  // leaked, as the agent's state (its thread may outlive it)
   return *s;
 }
 
@@ -121,7 +121,7 @@ bool EnableSampler(uint32_t device, Sampler& s, bool* refused) {
 }
 
 // The counter data image, made once, by the sampling thread's first decode, which comes as soon
-// as the sampler runs (SamplingState::image_due): the program's thread does not wait for it (94 ms
+// as the sampler runs (PmSampling::Add): the program's thread does not wait for it (94 ms
 // of a 0.38 s set-up on the H100 with five metrics), and the samples wait in the hardware buffer
 // meanwhile.
 bool MakeImage(Sampler& s) {
@@ -264,57 +264,43 @@ void StopSampler(Sampler& s) {
   s.config.host = nullptr;
 }
 
-void SamplingLoop() {
-  BlockSignalsInThisThread();
-  SamplingState& st = Sampling();
-  std::unique_lock<std::mutex> lock(st.mu);
-  while (true) {
-    st.cv.wait_for(lock, std::chrono::milliseconds(kDecodePeriodMs),
-                   [&] { return st.stop || st.image_due; });
-    if (st.stop) break;
-    st.image_due = false;
-    lock.unlock();
-    {
-      std::lock_guard<std::mutex> guard(st.samplers_mu);
-      for (auto& sp : st.samplers)
-        if (sp->running && !Decode(*sp, false)) StopSampler(*sp);
-    }
-    lock.lock();
+PmSampling::PmSampling()
+    : thread_(std::chrono::milliseconds(kDecodePeriodMs), [this] { Round(); }) {}
+
+void StopSamplingAtExit() { Sampling().Stop(true); }
+
+void PmSampling::Add(std::unique_ptr<Sampler> sampler) {
+  {
+    std::lock_guard<std::mutex> guard(samplers_mu_);
+    samplers_.push_back(std::move(sampler));
   }
-  st.stopped = true;
-  st.cv.notify_all();
+  thread_.Wake();  // the image at once, and the first decode right after it
+  if (!exit_handler_.exchange(true) && std::atexit(StopSamplingAtExit) != 0) exit_handler_ = false;
 }
 
-// Stops the decoding thread; with `last`, then decodes what is left and stops the samplers
-// (CUDA must still be up). Without, returns at once: it is called in a context's destruction,
-// where a decode waited on the driver until the agent's exit timeout.
-void StopSampling(bool last) {
-  SamplingState& st = Sampling();
-  if (st.thread_pid != getpid()) return;
-  bool done = false;
-  {
-    std::unique_lock<std::mutex> lock(st.mu);
-    if (st.finished || !st.thread.joinable()) return;
-    st.stop = true;
-    st.cv.notify_all();
-    if (!last) {
-      st.context_gone = true;
+void PmSampling::Round() {
+  std::lock_guard<std::mutex> guard(samplers_mu_);
+  for (auto& sp : samplers_)
+    if (sp->running && !Decode(*sp, false)) StopSampler(*sp);
+}
+
+void PmSampling::Stop(bool last) {
+  switch (thread_.Stop(last, std::chrono::milliseconds(kExitFlushTimeoutMs))) {
+    case PeriodicThread::Stopped::NotRunning:
       return;
-    }
-    done = st.cv.wait_for(lock, std::chrono::milliseconds(kExitFlushTimeoutMs),
-                          [&] { return st.stopped; });
-    st.finished = true;
+    case PeriodicThread::Stopped::Asked:
+      context_gone_ = true;
+      return;
+    case PeriodicThread::Stopped::TimedOut:
+      Problem("PM sampling did not stop in time: the last samples are missing");
+      return;
+    case PeriodicThread::Stopped::Joined:
+      break;
   }
-  if (!done) {
-    st.thread.detach();
-    Problem("PM sampling did not stop in time: the last samples are missing");
-    return;
-  }
-  st.thread.join();
-  std::lock_guard<std::mutex> guard(st.samplers_mu);
-  if (!st.context_gone)
-    for (auto& sp : st.samplers) StopSampler(*sp);
-  for (auto& sp : st.samplers)
+  std::lock_guard<std::mutex> guard(samplers_mu_);
+  if (!context_gone_)
+    for (auto& sp : samplers_) StopSampler(*sp);
+  for (auto& sp : samplers_)
     if (sp->lost_ns > 0) {
       char what[240];
       std::snprintf(what, sizeof what,
@@ -327,7 +313,5 @@ void StopSampling(bool last) {
       Problem(what);
     }
 }
-
-void StopSamplingAtExit() { StopSampling(true); }
 
 }  // namespace kprof::agent::counters

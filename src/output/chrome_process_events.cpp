@@ -26,22 +26,12 @@ void ChromeWriter::Flows(uint32_t i) {
     Begin();
     Raw("{\"ph\": \"s\", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"id\": ");
     UInt(id);
-    Raw(", \"pid\": ");
-    UInt(p.pid);
-    Raw(", \"tid\": ");
-    UInt(it->second->tid);
-    Raw(", \"ts\": ");
-    Ts(it->second->start_ns);
+    PidTidTs(p.pid, it->second->tid, it->second->start_ns);
     Raw("}");
     Begin();
     Raw("{\"ph\": \"f\", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"id\": ");
     UInt(id);
-    Raw(", \"pid\": ");
-    UInt(r.device);
-    Raw(", \"tid\": ");
-    Int(StreamTrack(i, r.tid));
-    Raw(", \"ts\": ");
-    Ts(r.start_ns);
+    PidTidTs(r.device, StreamTrack(i, r.tid), r.start_ns);
     Raw(", \"bp\": \"e\"}");
   }
 }
@@ -93,12 +83,7 @@ void ChromeWriter::Instants(uint32_t i) {
     Begin();
     Raw("{\"ph\": \"i\", \"s\": \"t\", \"cat\": \"user_annotation\", \"name\": ");
     Str(p.Name(r));
-    Raw(", \"pid\": ");
-    UInt(p.pid);
-    Raw(", \"tid\": ");
-    UInt(r.tid);
-    Raw(", \"ts\": ");
-    Ts(r.start_ns);
+    PidTidTs(p.pid, r.tid, r.start_ns);
     Raw("}");
   }
 }
@@ -111,12 +96,7 @@ void ChromeWriter::Windows(uint32_t i) {
     Begin();
     Raw("{\"ph\": \"X\", \"cat\": \"kprof_capture\", \"name\": ");
     Str(capture.empty() ? std::string_view("capture") : std::string_view(capture));
-    Raw(", \"pid\": ");
-    UInt(p.pid);
-    Raw(", \"tid\": ");
-    UInt(r.tid);
-    Raw(", \"ts\": ");
-    Ts(r.start_ns);
+    PidTidTs(p.pid, r.tid, r.start_ns);
     Raw(", \"dur\": ");
     Micros(r.DurationNs());
     Raw(", \"args\": {\"window\": ");

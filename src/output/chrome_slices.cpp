@@ -119,12 +119,7 @@ void ChromeWriter::WriteX(const Ev& e) {
       Str(p.Name(r));
       break;
   }
-  Raw(", \"pid\": ");
-  Int(e.pid);
-  Raw(", \"tid\": ");
-  Int(e.tid);
-  Raw(", \"ts\": ");
-  Ts(e.start);
+  PidTidTs(e.pid, e.tid, e.start);
   Raw(", \"dur\": ");
   Micros(e.end - e.start);
   switch (e.type) {

@@ -118,6 +118,15 @@ class ChromeWriter {
   }
   void Ts(uint64_t abs_ns) { Micros(abs_ns > base_ ? abs_ns - base_ : 0); }
   void Str(std::string_view s) { AppendJsonString(out_, s); }
+  /// `, "pid": P, "tid": T, "ts": X`: where an event is.
+  void PidTidTs(int64_t pid, int64_t tid, uint64_t abs_ns) {
+    Raw(", \"pid\": ");
+    Int(pid);
+    Raw(", \"tid\": ");
+    Int(tid);
+    Raw(", \"ts\": ");
+    Ts(abs_ns);
+  }
   /// Starts a new element of traceEvents.
   void Begin() {
     if (!first_event_) out_.append(",\n");
