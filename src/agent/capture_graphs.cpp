@@ -5,6 +5,7 @@
 #include <atomic>
 #include <iterator>
 #include <mutex>
+#include <unordered_set>
 
 #include "agent/cupti_setup.h"
 
@@ -30,6 +31,10 @@ struct State {
   std::vector<LaunchIds> launches;  // in window order, ids rising
   // Every window's span (open, close; close 0 while open), for launches from the GPU.
   std::vector<std::pair<uint64_t, uint64_t>> spans;
+  // Launch calls made inside a window that returned after it closed (or after another opened):
+  // their calls' records may be lost with the switch while their work is recorded, so neither
+  // is the window's. Few: only calls that straddle a close.
+  std::unordered_set<uint32_t> revoked;
 };
 State& G() {
   static State* s = new State();  // leaked: callbacks may come after static destructors
@@ -48,7 +53,29 @@ bool LaunchedInside(uint32_t correlation) {
   // Windows in order, their ids rising: the last window whose lowest id is not above it.
   auto it = std::upper_bound(s.launches.begin(), s.launches.end(), correlation,
                              [](uint32_t id, const LaunchIds& w) { return id < w.low; });
-  return it != s.launches.begin() && correlation <= std::prev(it)->high;
+  return it != s.launches.begin() && correlation <= std::prev(it)->high &&
+         s.revoked.count(correlation) == 0;
+}
+
+// The graph-launch call in flight on this thread: the outermost (a runtime call makes a driver
+// call) decides for both, by the window it entered and whether that window is still open when it
+// returns.
+struct InFlight {
+  int depth = 0;
+  uint64_t window = 0;  // 0: entered outside any window
+  uint32_t ids[4] = {};
+  int n = 0;
+};
+thread_local InFlight t_call;
+
+void Note(State& s, uint64_t window, uint32_t id) {
+  if (s.launches.empty() || s.launches.back().window != window) {
+    s.launches.push_back({window, id, id});
+    return;
+  }
+  LaunchIds& ids = s.launches.back();
+  ids.low = std::min(ids.low, id);
+  ids.high = std::max(ids.high, id);
 }
 
 // True when `ns` falls inside a window (one still open counts up to now).
@@ -85,21 +112,29 @@ bool IsGraphLaunchCall(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
 }
 
 void OnGraphLaunchCall(const CUpti_CallbackData& cb) {
-  if (cb.callbackSite != CUPTI_API_ENTER || !g_open.load()) return;
+  InFlight& f = t_call;
+  if (cb.callbackSite == CUPTI_API_EXIT) {
+    if (f.depth == 0 || --f.depth > 0 || f.window == 0) return;
+    if (g_open.load() && g_window.load() == f.window) return;
+    State& s = G();
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.revoked.insert(f.ids, f.ids + f.n);
+    return;
+  }
+  if (f.depth++ == 0) {
+    f.n = 0;
+    f.window = g_open.load() ? g_window.load() : 0;
+  }
+  if (f.window == 0) return;
   if (cb.correlationId == 0) {
     g_ids = false;  // no ids to match: graph work is kept by time (InsideSpan)
     return;
   }
-  const uint64_t window = g_window.load();
+  if (f.n < static_cast<int>(std::size(f.ids))) f.ids[f.n++] = cb.correlationId;
+  if (!g_open.load() || g_window.load() != f.window) return;  // revoked when it returns
   State& s = G();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.launches.empty() || s.launches.back().window != window) {
-    s.launches.push_back({window, cb.correlationId, cb.correlationId});
-    return;
-  }
-  LaunchIds& ids = s.launches.back();
-  ids.low = std::min(ids.low, cb.correlationId);
-  ids.high = std::max(ids.high, cb.correlationId);
+  Note(s, f.window, cb.correlationId);
 }
 
 void GraphWindowOpened(uint64_t ns, uint64_t number) {

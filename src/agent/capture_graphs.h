@@ -25,7 +25,9 @@ void WatchGraphWork();
 void WatchGraphLaunches(CUpti_SubscriberHandle subscriber);
 /// True for the runtime's and the driver's graph-launch calls.
 bool IsGraphLaunchCall(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
-/// A graph-launch call's callback: inside a window, the launch is the window's.
+/// A graph-launch call's callbacks: a launch entered inside a window is the window's, unless the
+/// window closed before it returned (its call's record may then be lost while its work is kept:
+/// neither is kept). A runtime launch and the driver call it makes go together.
 void OnGraphLaunchCall(const CUpti_CallbackData& cb);
 /// Window `number` (1, 2, ...) opened at `ns` (CUPTI clock), once recording is on.
 void GraphWindowOpened(uint64_t ns, uint64_t number);

@@ -512,6 +512,53 @@ TEST(CaptureWindows, GraphWorkOfTheWindowsOnly) {
   });
 }
 
+// A launch call that straddles a window's close (entered inside, returned after) is not the
+// window's: the switch may lose its call's record while its work is recorded. A runtime launch
+// and the driver call it makes go together, decided by the runtime call.
+TEST(CaptureWindows, GraphLaunchStraddlingTheCloseIsLeftOut) {
+  InChild([] {
+    Setenv("KPROF_CAPTURE", "nvtx:step");
+    Setenv("KPROF_CAPTURE_COUNT", "2");
+    ASSERT_TRUE(Start());
+    ContextMade();
+    const auto call = [](CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                         CUpti_ApiCallbackSite site, uint32_t correlation) {
+      CUpti_CallbackData cb{};
+      cb.callbackSite = site;
+      cb.correlationId = correlation;
+      OnCaptureCallback(domain, cbid, &cb);
+    };
+    const auto runtime = [&](CUpti_ApiCallbackSite site, uint32_t id) {
+      call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, site, id);
+    };
+    const auto driver = [&](CUpti_ApiCallbackSite site, uint32_t id) {
+      call(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, site, id);
+    };
+    Push("step");
+    GraphLaunch(20);  // whole inside
+    runtime(CUPTI_API_ENTER, 21);
+    driver(CUPTI_API_ENTER, 22);
+    driver(CUPTI_API_EXIT, 22);
+    Pop();  // closes while the runtime call runs
+    runtime(CUPTI_API_EXIT, 21);
+    runtime(CUPTI_API_ENTER, 30);  // entered between the windows, returns inside the next
+    Push("step");
+    driver(CUPTI_API_ENTER, 31);
+    driver(CUPTI_API_EXIT, 31);
+    runtime(CUPTI_API_EXIT, 30);
+    GraphLaunch(32);
+    driver(CUPTI_API_ENTER, 33);  // entered inside the second window, returns after it
+    Pop();
+    driver(CUPTI_API_EXIT, 33);
+    ASSERT_EQ(Windows().size(), 2u);
+    EXPECT_TRUE(AdmitGraphWork(LaunchRecord(20, 1)));
+    for (uint32_t id : {21u, 22u, 30u, 31u, 33u})
+      EXPECT_FALSE(AdmitGraphWork(LaunchRecord(id, 1))) << id;
+    EXPECT_TRUE(AdmitGraphWork(LaunchRecord(32, 1)));
+    EndCapture();
+  });
+}
+
 // Callbacks without correlation ids: a graph's work is kept by when it ran.
 TEST(CaptureWindows, GraphWorkByTimeWithoutIds) {
   InChild([] {
