@@ -11,12 +11,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KPROF=${1:-build/kprof}
-[ -x "$KPROF" ] || { echo "make_goldens: $KPROF not built" >&2; exit 2; }
+[ -f "$KPROF" ] && [ -x "$KPROF" ] || { echo "make_goldens: $KPROF: not a built kprof" >&2; exit 2; }
 KPROF=$(realpath "$KPROF")
 OUT=tests/golden
 CASES=$OUT/cases.txt
-rm -rf "$OUT/out"
 mkdir -p "$OUT/out"
+find "$OUT/out" -name '*.gz' -delete  # (keeps out/.gitattributes, the goldens' diff driver)
 
 # The cases: NAME<TAB>ARGS (ARGS relative to the repository root; {OUT} is the output file for
 # commands that write a file rather than stdout).

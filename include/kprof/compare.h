@@ -40,6 +40,9 @@ struct RunTotals {
   uint64_t memcpy_bytes = 0;  ///< all directions
   uint64_t memsets = 0;
   uint64_t peak_memory_bytes = 0;
+  /// Device memory allocations and frees recorded: without any (memory not traced, or a capture
+  /// window in which nothing was allocated) the peak was not recorded, and is not compared.
+  uint64_t memory_events = 0;
   // Data quality (reported, never compared).
   uint64_t processes = 0;
   uint64_t incomplete_processes = 0;
@@ -60,7 +63,12 @@ struct RunMetric {
   const char* label;  ///< "wall", "syncs", ...
   MetricKind kind;
   uint64_t RunTotals::*field;
+  /// Whether a run recorded the metric at all (nullptr: always). A metric one side did not
+  /// record is not compared.
+  bool (*recorded)(const RunTotals&) = nullptr;
 };
+/// Peak memory was recorded: an allocation or free seen (or a peak read from a summary).
+bool MemoryRecorded(const RunTotals& t);
 /// The compared run-level metrics, in display order.
 const std::vector<RunMetric>& RunMetrics();
 
@@ -154,10 +162,11 @@ enum class Verdict {
   Changed,  ///< a count changed that is not a regression by itself (op calls)
   Improvement,
   Regression,
-  Added,    ///< present only in the new runs
-  Removed,  ///< present only in the base runs
+  Added,        ///< present only in the new runs
+  Removed,      ///< present only in the base runs
+  NotCompared,  ///< a side did not record the metric: neither a regression nor an improvement
 };
-const char* VerdictName(Verdict v);  ///< "same", "changed", "improvement", ...
+const char* VerdictName(Verdict v);  ///< "same", "changed", "improvement", "not compared", ...
 
 /// Comparison of one metric of one item across the runs of both sides.
 struct MetricDiff {
@@ -216,6 +225,8 @@ struct DiffResult {
   std::vector<std::string> warnings;  ///< data-quality notes (dropped records, crashes)
 
   bool Regressed() const;
+  /// No regression and at least one improvement.
+  bool Improved() const;
   size_t Count(Verdict v) const;  ///< items (run, ops, kernels, modules) with this verdict
 };
 
@@ -251,8 +262,9 @@ struct BudgetLine {
   double actual = 0;  ///< median over the checked runs
   MetricKind kind = MetricKind::Count;
   bool pass = true;
-  bool missing = false;  ///< the op/kernel is in no checked run (passes; stale budget line?)
-  std::string message;   ///< one line: "12.1 ms > 10 ms budget", "not present in the runs"
+  bool missing = false;       ///< the op/kernel is in no checked run (passes; stale budget line?)
+  bool not_recorded = false;  ///< the runs did not record the metric (passes, not compared)
+  std::string message;        ///< one line: "12.1 ms > 10 ms budget", "not present in the runs"
 };
 
 struct CheckResult {

@@ -39,6 +39,8 @@ int VerdictRank(Verdict v) {
       return 3;
     case Verdict::Changed:
       return 2;
+    case Verdict::NotCompared:
+      return 1;
     case Verdict::Same:
       return 0;
   }
@@ -162,6 +164,24 @@ ItemDiff CompareItem(Section section, const std::string& name, const std::vector
   return item;
 }
 
+/// A metric not recorded by every run of a side is not compared: a figure one side did not
+/// record is neither a regression nor an improvement.
+void NotRecorded(const std::vector<RunDigest>& base, const std::vector<RunDigest>& now,
+                 bool (*recorded)(const RunTotals&), MetricDiff& d) {
+  const auto all = [&](const std::vector<RunDigest>& side) {
+    return std::all_of(side.begin(), side.end(),
+                       [&](const RunDigest& r) { return recorded(r.totals); });
+  };
+  const bool in_base = all(base), in_new = all(now);
+  if (in_base && in_new) return;
+  d.verdict = Verdict::NotCompared;
+  d.p_value.reset();
+  d.rel_ci.reset();
+  d.reason = fmt::format("not compared (not recorded in {})", !in_base && !in_new ? "either"
+                                                              : !in_base          ? "base"
+                                                                                  : "new");
+}
+
 void AddQualityWarnings(const std::vector<RunDigest>& runs, const char* side,
                         std::vector<std::string>& out) {
   for (const auto& r : runs) {
@@ -192,6 +212,8 @@ const char* VerdictName(Verdict v) {
       return "added";
     case Verdict::Removed:
       return "removed";
+    case Verdict::NotCompared:
+      return "not compared";
   }
   return "?";
 }
@@ -217,6 +239,8 @@ const MetricDiff* ItemDiff::Find(std::string_view metric) const {
 }
 
 bool DiffResult::Regressed() const { return Count(Verdict::Regression) > 0; }
+
+bool DiffResult::Improved() const { return !Regressed() && Count(Verdict::Improvement) > 0; }
 
 size_t DiffResult::Count(Verdict v) const {
   size_t n = 0;
@@ -257,6 +281,7 @@ DiffResult Diff(const std::vector<RunDigest>& base, const std::vector<RunDigest>
     item.name = m.label;
     item.metrics.push_back(CompareValues(m.key, m.kind, TotalValues(base, m.field),
                                          TotalValues(now, m.field), r.mode, opts));
+    if (m.recorded != nullptr) NotRecorded(base, now, m.recorded, item.metrics.back());
     item.verdict = item.metrics.back().verdict;
     if (m.kind == MetricKind::Time) item.impact_ns = std::fabs(item.metrics.back().abs_change);
     r.run.push_back(std::move(item));

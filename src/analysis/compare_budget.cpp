@@ -52,6 +52,15 @@ CheckResult CheckBudget(const std::vector<RunDigest>& runs, const Budget& budget
   run_line(budget.max_syncs, "max_syncs", "syncs", MetricKind::Count, &RunTotals::syncs);
   run_line(budget.max_peak_memory_bytes, "max_peak_memory_bytes", "peak memory", MetricKind::Memory,
            &RunTotals::peak_memory_bytes);
+  // A peak the runs did not record (no allocation traced) is not compared with its budget.
+  if (budget.max_peak_memory_bytes &&
+      !std::all_of(runs.begin(), runs.end(),
+                   [](const RunDigest& d) { return MemoryRecorded(d.totals); })) {
+    BudgetLine& l = r.lines.back();
+    l.pass = true;
+    l.not_recorded = true;
+    l.message = "not compared (not recorded in the runs)";
+  }
 
   if (budget.max_hint_severity) {
     BudgetLine l;
@@ -124,7 +133,10 @@ Budget BudgetFromRuns(const std::vector<RunDigest>& runs, const BudgetFromRunsOp
   b.max_kernels = count_limit(total(&RunTotals::kernels));
   b.max_syncs = count_limit(total(&RunTotals::syncs));
   const double peak = total(&RunTotals::peak_memory_bytes);
-  b.max_peak_memory_bytes = CeilToU64(std::max(peak * (1 + opts.margin), peak + kMinMemorySlack));
+  // No budget for a peak the baseline did not record.
+  if (std::all_of(runs.begin(), runs.end(),
+                  [](const RunDigest& d) { return MemoryRecorded(d.totals); }))
+    b.max_peak_memory_bytes = CeilToU64(std::max(peak * (1 + opts.margin), peak + kMinMemorySlack));
   int worst = static_cast<int>(Severity::Info);
   for (const auto& [id, t] : MajorityHints(runs))
     worst = std::max(worst, static_cast<int>(t.severity));

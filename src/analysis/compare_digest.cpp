@@ -41,6 +41,8 @@ std::vector<double> TotalValues(const std::vector<RunDigest>& runs, uint64_t Run
 
 }  // namespace compare_detail
 
+bool MemoryRecorded(const RunTotals& t) { return t.memory_events > 0 || t.peak_memory_bytes > 0; }
+
 const std::vector<RunMetric>& RunMetrics() {
   static const std::vector<RunMetric> kMetrics = {
       {"wall_ns", "wall", MetricKind::Time, &RunTotals::wall_ns},
@@ -54,7 +56,8 @@ const std::vector<RunMetric>& RunMetrics() {
       {"memcpys", "memcpys", MetricKind::Count, &RunTotals::memcpys},
       {"memcpy_bytes", "memcpy bytes", MetricKind::Bytes, &RunTotals::memcpy_bytes},
       {"memsets", "memsets", MetricKind::Count, &RunTotals::memsets},
-      {"peak_memory_bytes", "peak memory", MetricKind::Memory, &RunTotals::peak_memory_bytes},
+      {"peak_memory_bytes", "peak memory", MetricKind::Memory, &RunTotals::peak_memory_bytes,
+       &MemoryRecorded},
   };
   return kMetrics;
 }
@@ -76,6 +79,7 @@ RunDigest MakeDigest(const Analysis& analysis, const std::vector<Hint>& hints, s
   for (uint64_t b : s.memcpy_bytes) t.memcpy_bytes += b;
   t.memsets = s.memsets;
   t.peak_memory_bytes = s.peak_memory_bytes > 0 ? static_cast<uint64_t>(s.peak_memory_bytes) : 0;
+  t.memory_events = s.allocs + s.frees;
   t.processes = s.processes;
   t.incomplete_processes = s.incomplete_processes;
   t.dropped_records = s.dropped_records;

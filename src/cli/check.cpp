@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "ci_output.h"
+#include "cli/load_runs.h"
 #include "common.h"
 #include "kprof/cli.h"
-#include "cli/load_runs.h"
 #include "kprof/compare.h"
 
 namespace kprof {
@@ -163,7 +163,7 @@ std::string ReadFile(const std::string& path) {
 
 std::string Status(const BudgetLine& l) {
   if (!l.pass) return "FAIL";
-  return l.missing ? "missing" : "pass";
+  return l.missing ? "missing" : l.not_recorded ? "not compared" : "pass";
 }
 
 std::string LimitCell(const BudgetLine& l) {
@@ -173,7 +173,7 @@ std::string LimitCell(const BudgetLine& l) {
 }
 
 std::string ActualCell(const BudgetLine& l) {
-  if (l.missing) return "-";
+  if (l.missing || l.not_recorded) return "-";
   if (l.metric == "max_hint_severity")
     return l.actual < 0 ? "none" : SeverityName(static_cast<Severity>(static_cast<int>(l.actual)));
   return FormatMetric(l.actual, l.kind);
@@ -213,7 +213,8 @@ std::string CheckJson(const CheckResult& r, const std::string& budget) {
     ordered_json e = {{"scope", l.scope},     {"name", l.name},      {"metric", l.metric},
                       {"limit", l.limit},     {"actual", l.actual},  {"pass", l.pass},
                       {"missing", l.missing}, {"message", l.message}};
-    if (l.missing) e["actual"] = nullptr;
+    if (l.not_recorded) e["not_recorded"] = true;
+    if (l.missing || l.not_recorded) e["actual"] = nullptr;
     lines.push_back(e);
   }
   j["lines"] = lines;
@@ -246,7 +247,7 @@ std::string CheckJunit(const CheckResult& r, const std::string& budget) {
           "    </testcase>\n",
           XmlEscape(l.message), XmlEscape(LimitCell(l)), XmlEscape(ActualCell(l)),
           XmlEscape(budget));
-    } else if (l.missing) {
+    } else if (l.missing || l.not_recorded) {
       ++skipped;
       cases += fmt::format(">\n      <skipped message=\"{}\"/>\n    </testcase>\n",
                            XmlEscape(l.message));

@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "ci_output.h"
+#include "cli/load_runs.h"
 #include "common.h"
 #include "kprof/cli.h"
-#include "cli/load_runs.h"
 #include "kprof/compare.h"
 #include "kprof/html.h"
 #include "kprof/output.h"
@@ -22,6 +22,12 @@
 
 namespace kprof {
 namespace {
+
+/// The diff's outcome in a word: "regression", "improvement" (none, and at least one
+/// improvement) or "pass". Figures not compared (a side did not record them) count for neither.
+std::string Outcome(const DiffResult& r) {
+  return r.Regressed() ? "regression" : r.Improved() ? "improvement" : "pass";
+}
 
 namespace fs = std::filesystem;
 using namespace cli;  // the shared CI writers (ci_output.h)
@@ -120,7 +126,7 @@ std::string DiffJson(const DiffResult& r) {
   ordered_json j;
   j["schema"] = "kprof.diff";
   j["schema_version"] = 1;
-  j["result"] = r.Regressed() ? "regression" : "pass";
+  j["result"] = Outcome(r);
   j["mode"] = r.mode == DiffMode::Test ? "test" : "threshold-only";
   j["mode_note"] = r.mode_note;
   j["base_runs"] = r.base_runs;
@@ -134,7 +140,8 @@ std::string DiffJson(const DiffResult& r) {
                  {"improvements", r.Count(Verdict::Improvement)},
                  {"changed", r.Count(Verdict::Changed)},
                  {"added", r.Count(Verdict::Added)},
-                 {"removed", r.Count(Verdict::Removed)}};
+                 {"removed", r.Count(Verdict::Removed)},
+                 {"not_compared", r.Count(Verdict::NotCompared)}};
   j["run"] = ItemsJson(r.run);
   j["ops"] = ItemsJson(r.ops);
   j["kernels"] = ItemsJson(r.kernels);
@@ -177,6 +184,7 @@ std::string Headline(const DiffResult& r) {
   add(Verdict::Changed, "count change", "count changes");
   add(Verdict::Added, "added", "added");
   add(Verdict::Removed, "removed", "removed");
+  add(Verdict::NotCompared, "not compared", "not compared");
   return parts.empty() ? std::string("no change") : fmt::format("{}", fmt::join(parts, ", "));
 }
 
@@ -216,8 +224,9 @@ std::string ItemReason(const ItemDiff& i) {
 }
 
 std::string DiffTable(const DiffResult& r, size_t top) {
-  std::string out = fmt::format("kprof diff: {} ({})\n{}\n", r.Regressed() ? "REGRESSION" : "pass",
-                                Headline(r), r.mode_note);
+  std::string out =
+      fmt::format("kprof diff: {} ({})\n{}\n",
+                  r.Regressed() ? std::string("REGRESSION") : Outcome(r), Headline(r), r.mode_note);
   TextTable run({"run total", "base", "new", "change", "p", "verdict", "why"},
                 {false, true, true, true, true, false, false});
   for (const auto& i : r.run) {
@@ -254,9 +263,8 @@ std::string DiffTable(const DiffResult& r, size_t top) {
 }
 
 std::string DiffMarkdown(const DiffResult& r, size_t top) {
-  std::string out = fmt::format(
-      "### kprof diff: {} {}\n\n",
-      r.Regressed() ? ":x:" : ":white_check_mark:", r.Regressed() ? "regression" : "pass");
+  std::string out = fmt::format("### kprof diff: {} {}\n\n",
+                                r.Regressed() ? ":x:" : ":white_check_mark:", Outcome(r));
   out += fmt::format("{} &middot; {}\n\n", MdCell(Headline(r)), MdCell(r.mode_note));
   out += "| run total | base | new | change | p | verdict |\n|---|--:|--:|--:|--:|---|\n";
   for (const auto& i : r.run) {

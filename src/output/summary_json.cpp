@@ -199,6 +199,7 @@ ordered_json HintJson(const Hint& h) {
           {"evidence", h.evidence},
           {"est_saving_ns", h.est_saving_ns},
           {"est_saving_pct", h.est_saving_pct},
+          {"base_ns", h.base_ns},
           {"assumption", h.assumption},
           {"fix", {{"cuda", h.fix_cuda}, {"pytorch", h.fix_pytorch}}}};
 }
@@ -269,6 +270,7 @@ RunDigest DigestFromDoc(const json& doc, const std::string& source) {
     }
     t.memsets = GetU64(*s, "memsets", w);
     t.peak_memory_bytes = GetU64(*s, "peak_memory_bytes", w, /*clamp=*/true);
+    t.memory_events = GetU64(*s, "allocs", w) + GetU64(*s, "frees", w);
     t.processes = GetU64(*s, "processes", w);
     t.incomplete_processes = GetU64(*s, "incomplete_processes", w);
     t.dropped_records = GetU64(*s, "dropped_records", w);
@@ -384,7 +386,13 @@ std::string ReportJson(const Run& run, const Analysis& a, const std::vector<Hint
   j["joint_saving"] = {{"est_saving_ns", joint.est_saving_ns},
                        {"est_saving_pct", joint.est_saving_pct},
                        {"sum_est_saving_ns", joint.sum_est_ns},
-                       {"hints", joint.hints}};
+                       {"hints", joint.hints},
+                       {"base_ns", joint.base_ns}};
+  // What hint percentages are of: the wall time less its one-time start-up (docs/hints.md).
+  if (const uint64_t base = HintBaseNs(hints); base > 0)
+    j["hint_base"] = {{"steady_state_ns", base},
+                      {"wall_ns", a.summary.wall_ns},
+                      {"startup_ns", a.summary.wall_ns - std::min(a.summary.wall_ns, base)}};
   if (!a.graphs.empty()) {
     ordered_json graphs = ordered_json::array();
     for (const GraphRow& g : a.graphs)
