@@ -49,6 +49,7 @@ struct JointSaving {
   double est_saving_pct = 0;  ///< of the hints' base (wall time less start-up)
   uint64_t sum_est_ns = 0;    ///< the hints' estimates added up, counting overlaps twice
   size_t hints = 0;           ///< hints that priced something
+  uint64_t base_ns = 0;       ///< what est_saving_pct is of: the steady state (docs/hints.md)
 };
 JointSaving EstimateJoint(const std::vector<Hint>& hints);
 

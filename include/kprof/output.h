@@ -30,8 +30,12 @@ struct ReportOptions {
 void WriteReport(std::ostream& out, const Run& run, const Analysis& analysis,
                  const std::vector<Hint>& hints, const ReportOptions& opts);
 
-/// The totals block of the table report as (label, value) lines, in its order.
-std::vector<std::pair<std::string, std::string>> TotalsLines(const RunSummary& s);
+/// The totals block of the table report as (label, value) lines, in its order. With
+/// `hint_base_ns` (HintBaseNs), a "steady state" line: what hint percentages are of.
+std::vector<std::pair<std::string, std::string>> TotalsLines(const RunSummary& s,
+                                                             uint64_t hint_base_ns = 0);
+/// What the hints' percentages are of (the run's wall time less its start-up); 0 without hints.
+uint64_t HintBaseNs(const std::vector<Hint>& hints);
 
 /// What a Chrome trace holds: the whole run (one merged trace), or one process of it, as a
 /// per-rank trace for Holistic Trace Analysis (docs/chrome-trace.md, "Per-rank traces").

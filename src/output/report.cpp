@@ -97,10 +97,21 @@ std::vector<std::string> CounterCells(const KernelCounters& k) {
           BoundName(k.bound)};
 }
 
+/// What hint percentages are of: the wall time less its one-time start-up (docs/hints.md).
+std::string SteadyStateText(uint64_t wall_ns, uint64_t base_ns) {
+  if (base_ns >= wall_ns)
+    return fmt::format("{} (no start-up left out): what hint percentages are of",
+                       FormatDuration(base_ns));
+  return fmt::format("{} of {} wall, less {} of start-up: what hint percentages are of",
+                     FormatDuration(base_ns), FormatDuration(wall_ns),
+                     FormatDuration(wall_ns - base_ns));
+}
+
 /// "If every hint were fixed: up to ..." (the joint figure, docs/hints.md).
 std::string JointLine(const JointSaving& j) {
-  std::string line = fmt::format("If every hint were fixed: up to {} ({:.1f}% of the run)",
-                                 FormatDuration(j.est_saving_ns), j.est_saving_pct);
+  std::string line =
+      fmt::format("If every hint were fixed: up to {} ({:.1f}% of the {} steady state)",
+                  FormatDuration(j.est_saving_ns), j.est_saving_pct, FormatDuration(j.base_ns));
   if (j.sum_est_ns > j.est_saving_ns)
     line += fmt::format("; the {} estimates add up to {}, {} of it the same time counted twice",
                         j.hints, FormatDuration(j.sum_est_ns),
@@ -109,8 +120,8 @@ std::string JointLine(const JointSaving& j) {
 }
 
 // ---- Table ----------------------------------------------------------------------------------
-void Totals(std::ostream& out, const RunSummary& s, const char* indent) {
-  for (const auto& [k, v] : TotalsLines(s)) out << indent << Pad(k, 22) << v << "\n";
+void Totals(std::ostream& out, const RunSummary& s, uint64_t hint_base_ns, const char* indent) {
+  for (const auto& [k, v] : TotalsLines(s, hint_base_ns)) out << indent << Pad(k, 22) << v << "\n";
 }
 
 /// `bound`: a last column with each kernel's class from the counters (runs with counters only).
@@ -179,7 +190,8 @@ void GroupTable(std::ostream& out, const Analysis& a, const ReportOptions& o) {
                   bwd ? fmt::format(" {:>11}", a.by == GroupBy::Op ? "Its backward" : "Backward")
                       : std::string(),
                   bound ? "  Bound   " : "", from ? "  Called from" : "");
-  out << fmt::format("GPU time by {}\n", what);
+  out << fmt::format("GPU time by {} (Share: of GPU busy time, {})\n", what,
+                     FormatDuration(s.gpu_busy_ns));
   out << (bound ? Line(header) : header + "\n");
   size_t n = 0;
   for (const auto& g : a.rows) {
@@ -251,7 +263,7 @@ void HintsTable(std::ostream& out, const std::vector<Hint>& hints) {
     out << fmt::format("  [{}] {}: {}\n", SeverityName(h.severity), h.id, DisplayText(h.summary));
     for (const auto& e : h.evidence) out << "      " << DisplayText(e) << "\n";
     if (h.est_saving_ns)
-      out << fmt::format("      est. saving: up to {} ({:.1f}% of the run); {}\n",
+      out << fmt::format("      est. saving: up to {} ({:.1f}% of the steady state); {}\n",
                          FormatDuration(h.est_saving_ns), h.est_saving_pct, h.assumption);
     if (!h.fix_cuda.empty()) out << "      fix (CUDA): " << h.fix_cuda << "\n";
     if (!h.fix_pytorch.empty()) out << "      fix (PyTorch): " << h.fix_pytorch << "\n";
@@ -276,13 +288,15 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
     std::vector<KernelRow> shown;
     for (const auto& g : a.rows)
       if (auto it = by_name.find(g.key); it != by_name.end()) shown.push_back(*it->second);
-    out << "GPU time by kernel\n";
+    out << fmt::format("GPU time by kernel (Share: of GPU busy time, {})\n",
+                       FormatDuration(a.summary.gpu_busy_ns));
     if (shown.empty())
       out << (a.kernels.empty() ? "  (no kernels recorded)\n" : "  (no kernel matches)\n");
     else
       KernelTable(out, shown, o.top, "  ", counters);
   } else {
-    out << "Top kernels by GPU time\n";
+    out << fmt::format("Top kernels by GPU time (Share: of GPU busy time, {})\n",
+                       FormatDuration(a.summary.gpu_busy_ns));
     if (a.kernels.empty())
       out << "  (no kernels recorded)\n";
     else
@@ -292,7 +306,7 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
   if (counters) CountersTable(out, a.counters, o.top);
   if (!a.graphs.empty()) GraphsTable(out, a, o);
   out << "\nTotals\n";
-  Totals(out, s, "  ");
+  Totals(out, s, HintBaseNs(hints), "  ");
 
   if (!a.ranges.empty()) {
     out << "\nNVTX ranges\n";
@@ -372,7 +386,9 @@ void WriteMarkdown(std::ostream& out, const Analysis& a, const std::vector<Hint>
   out << "## kprof report\n\n";
   out << "| Metric | Value |\n|---|---|\n";
   out << fmt::format("| Wall time | {} |\n", FormatDuration(s.wall_ns));
-  out << fmt::format("| GPU busy | {}{} ({:.1f}%) |\n", FormatDuration(s.gpu_busy_ns),
+  if (const uint64_t base = HintBaseNs(hints); base > 0)
+    out << fmt::format("| Steady state | {} |\n", SteadyStateText(s.wall_ns, base));
+  out << fmt::format("| GPU busy | {}{} ({:.1f}% of wall) |\n", FormatDuration(s.gpu_busy_ns),
                      report_dist::GpusNote(s), s.utilisation * 100);
   out << fmt::format("| Kernels | {} ({}) |\n", s.kernels, FormatDuration(s.kernel_ns));
   out << fmt::format("| Memcpy | {} ({}) |\n", s.memcpys, FormatDuration(s.memcpy_ns));
@@ -384,7 +400,8 @@ void WriteMarkdown(std::ostream& out, const Analysis& a, const std::vector<Hint>
   const bool counters = HasCounters(a);
   // Runs with hardware counters: a column with each row's class (docs/counters.md).
   const bool bound = counters && BoundView(a.by);
-  out << fmt::format("### GPU time by {}\n\n", GroupByName(a.by));
+  out << fmt::format("### GPU time by {}\n\nShare: of GPU busy time ({}).\n\n", GroupByName(a.by),
+                     FormatDuration(s.gpu_busy_ns));
   out << fmt::format("| {} | Calls | GPU time | Share | Kernels |{}\n|---|---:|---:|---:|---:|{}\n",
                      GroupByName(a.by), bound ? " Bound |" : "", bound ? "---|" : "");
   size_t n = 0;
@@ -421,8 +438,8 @@ void WriteMarkdown(std::ostream& out, const Analysis& a, const std::vector<Hint>
     for (const auto& h : hints) {
       out << fmt::format("- **{}** `{}`: {}", SeverityName(h.severity), h.id, Md(h.summary));
       if (h.est_saving_ns)
-        out << fmt::format(" (up to {}, {:.1f}% of the run)", FormatDuration(h.est_saving_ns),
-                           h.est_saving_pct);
+        out << fmt::format(" (up to {}, {:.1f}% of the steady state)",
+                           FormatDuration(h.est_saving_ns), h.est_saving_pct);
       out << "\n";
       for (const auto& e : h.evidence) out << "  - " << Md(e) << "\n";
       if (!h.fix_cuda.empty()) out << "  - Fix (CUDA): " << Md(h.fix_cuda) << "\n";
@@ -433,7 +450,14 @@ void WriteMarkdown(std::ostream& out, const Analysis& a, const std::vector<Hint>
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> TotalsLines(const RunSummary& s) {
+uint64_t HintBaseNs(const std::vector<Hint>& hints) {
+  uint64_t base = 0;
+  for (const Hint& h : hints) base = std::max(base, h.base_ns);
+  return base;
+}
+
+std::vector<std::pair<std::string, std::string>> TotalsLines(const RunSummary& s,
+                                                             uint64_t hint_base_ns) {
   std::vector<std::pair<std::string, std::string>> lines;
   auto line = [&](const std::string& k, const std::string& v) { lines.emplace_back(k, v); };
   if (!s.capture.empty()) {
@@ -446,6 +470,7 @@ std::vector<std::pair<std::string, std::string>> TotalsLines(const RunSummary& s
   } else {
     line("wall time", FormatDuration(s.wall_ns));
   }
+  if (hint_base_ns > 0) line("steady state", SteadyStateText(s.wall_ns, hint_base_ns));
   line("GPU busy", fmt::format("{}{} ({:.1f}% of {}wall; idle {})", FormatDuration(s.gpu_busy_ns),
                                report_dist::GpusNote(s), s.utilisation * 100,
                                s.gpus > 1 ? "their " : "", FormatDuration(s.gpu_idle_ns)));

@@ -109,7 +109,8 @@ def main():
         elif fmt == "table":
             text = kprof(build, "report", run, "--by", "kernel").decode("utf-8")  # strict
             lines = text.split("\n")
-            start = lines.index("GPU time by kernel") + 2
+            start = next(i for i, l in enumerate(lines)
+                         if l.startswith("GPU time by kernel (Share: of GPU busy time")) + 2
             rows = lines[start:start + len(names)]
             check(all(r.startswith("  ") and r.rstrip().endswith("%") for r in rows),
                   "table: one line per kernel, each ending in its share")

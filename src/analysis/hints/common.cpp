@@ -93,7 +93,7 @@ void ClaimGapPart(Hint& h, const ProcessTimeline& p, const Gap& g, uint64_t skip
 }
 
 std::string OfWall(uint64_t ns, const RuleContext& c) {
-  return fmt::format("{} ({} of the run)", Dur(ns), Pct(PctOf(ns, c.wall)));
+  return fmt::format("{} ({} of the steady state)", Dur(ns), Pct(PctOf(ns, c.wall)));
 }
 
 uint64_t Median(std::vector<uint64_t>& v) {

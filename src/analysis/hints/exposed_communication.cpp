@@ -58,7 +58,7 @@ std::optional<Hint> ExposedCommunication(const RuleContext& c) {
     const RankUsage& u = D.ranks[r];
     if (!u.comm_ns) continue;
     h.evidence.push_back(fmt::format(
-        "{}: {} in communication kernels, {} of it beside compute ({}), {} waiting for other "
+        "{}: {} in communication kernels, {} of it beside compute ({} of it), {} waiting for other "
         "ranks, {} exposed",
         u.label, Dur(u.comm_ns), Dur(u.overlap_ns), Pct(PctOf(u.overlap_ns, u.comm_ns)),
         Dur(u.wait_ns), Dur(ranks[r].exposed)));

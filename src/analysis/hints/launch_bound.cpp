@@ -42,11 +42,12 @@ std::optional<Hint> LaunchBound(const RuleContext& c) {
     }
   }
   const RunSummary& S = c.analysis.summary;
-  h.summary =
-      fmt::format("GPU idle {} between short kernels: the CPU does not launch work fast enough",
-                  Pct(h.est_saving_pct));
-  h.evidence.push_back(fmt::format("{} kernel launches at {:.0f}/s; GPU utilisation {}", S.launches,
-                                   S.launch_rate_per_s, Pct(100 * S.utilisation)));
+  h.summary = fmt::format(
+      "GPU idle {} of the steady state between short kernels: the CPU does not "
+      "launch work fast enough",
+      Pct(h.est_saving_pct));
+  h.evidence.push_back(fmt::format("{} kernel launches at {:.0f}/s; GPU utilisation {} of wall",
+                                   S.launches, S.launch_rate_per_s, Pct(100 * S.utilisation)));
   h.evidence.push_back(fmt::format("median kernel {} vs median launch call {}",
                                    Dur(Median(kernel_ns)), Dur(Median(launch_ns))));
   h.evidence.push_back(fmt::format("{} idle gaps shorter than {} before a kernel (median {}), {}",

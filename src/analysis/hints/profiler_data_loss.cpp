@@ -53,6 +53,7 @@ std::optional<Hint> ProfilerDataLoss(const RuleContext& c) {
   Hint h;
   h.est_saving_ns = std::min(Length(Merge(std::move(overhead))), c.wall);
   h.est_saving_pct = PctOf(h.est_saving_ns, c.wall);
+  h.base_ns = c.wall;
   uint64_t lost = S.dropped_records + S.missing_timestamps;
   if (lost == 0 && S.incomplete_processes == 0 && h.est_saving_pct < kEmitPct) return std::nullopt;
   h.severity = SeverityForPct(h.est_saving_pct);
@@ -60,10 +61,11 @@ std::optional<Hint> ProfilerDataLoss(const RuleContext& c) {
       written + lost ? static_cast<double>(lost) / static_cast<double>(written + lost) : 0;
   if (lost || S.incomplete_processes) h.severity = std::max(h.severity, Severity::Warning);
   if (lost_frac >= kCriticalLossFraction) h.severity = Severity::Critical;
-  h.summary = lost ? fmt::format("The profiler lost {} records: totals and hints undercount", lost)
-              : S.incomplete_processes
-                  ? "A recorded process did not finish writing: the end of the run is missing"
-                  : fmt::format("Profiler overhead is {} of the run", Pct(h.est_saving_pct));
+  h.summary =
+      lost ? fmt::format("The profiler lost {} records: totals and hints undercount", lost)
+      : S.incomplete_processes
+          ? "A recorded process did not finish writing: the end of the run is missing"
+          : fmt::format("Profiler overhead is {} of the steady state", Pct(h.est_saving_pct));
   if (S.dropped_records)
     h.evidence.push_back(
         fmt::format("{} records dropped by CUPTI (buffers full)", S.dropped_records));

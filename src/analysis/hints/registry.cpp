@@ -106,6 +106,7 @@ JointSaving EstimateJoint(const std::vector<Hint>& hints) {
   j.est_saving_ns = std::min<uint64_t>(static_cast<uint64_t>(std::llround(removed)), j.sum_est_ns);
   if (base) j.est_saving_ns = std::min(j.est_saving_ns, base);
   j.est_saving_pct = hints::PctOf(j.est_saving_ns, base);
+  j.base_ns = base;
   return j;
 }
 

@@ -117,6 +117,7 @@ void WriteHints(JsonWriter& j, const std::vector<Hint>& hints) {
     for (const auto& e : h.evidence) j.Str(e);
     j.EndArr();
     j.U("est_saving_ns", h.est_saving_ns).D("est_saving_pct", h.est_saving_pct);
+    j.U("base_ns", h.base_ns);
     j.S("assumption", h.assumption).S("fix_cuda", h.fix_cuda).S("fix_pytorch", h.fix_pytorch);
     j.EndObj();
   }
@@ -124,10 +125,10 @@ void WriteHints(JsonWriter& j, const std::vector<Hint>& hints) {
   const JointSaving joint = EstimateJoint(hints);
   j.Key("joint_saving").Obj().U("est_saving_ns", joint.est_saving_ns);
   j.D("est_saving_pct", joint.est_saving_pct).U("sum_est_saving_ns", joint.sum_est_ns);
-  j.U("hints", joint.hints).EndObj();
+  j.U("hints", joint.hints).U("base_ns", joint.base_ns).EndObj();
 }
 
-void WriteRun(JsonWriter& j, const Analysis& an) {
+void WriteRun(JsonWriter& j, const Analysis& an, uint64_t hint_base_ns) {
   const RunSummary& s = an.summary;
   j.Key("run").Obj();
   j.U("wall_ns", s.wall_ns).U("gpu_busy_ns", s.gpu_busy_ns).D("utilisation", s.utilisation);
@@ -148,7 +149,7 @@ void WriteRun(JsonWriter& j, const Analysis& an) {
         .B("complete", p.complete)
         .EndObj();
   j.EndArr().Key("totals").Arr();
-  for (const auto& [k, v] : TotalsLines(s)) j.Arr().Str(k).Str(v).EndArr();
+  for (const auto& [k, v] : TotalsLines(s, hint_base_ns)) j.Arr().Str(k).Str(v).EndArr();
   j.EndArr().EndObj();
 }
 
@@ -186,7 +187,7 @@ std::string HtmlReportData(const Timeline& timeline, const std::vector<Hint>& hi
   j.S("generator", "kprof " KPROF_VERSION);
   j.Key("limits").Obj().U("max_slices", opts.max_slices).U("max_ranges", opts.max_ranges);
   j.U("bins", opts.bins).U("max_rows", opts.max_rows).EndObj();
-  html::WriteRun(j, an);
+  html::WriteRun(j, an, HintBaseNs(hints));
   html::WriteHints(j, hints);
   j.Key("tables").Arr();
   html::GroupTable(j, "op", "Ops", "op", an.ops, true, opts.max_rows);

@@ -332,7 +332,7 @@
   function hints(root, list, joint) {
     if (!list.length) { root.appendChild(el('p', 'empty', 'No hint: no rule found a bottleneck in this run.')); return; }
     if (joint && joint.hints > 1) {
-      var text = 'If every hint were fixed: up to ' + fmt.dur(joint.est_saving_ns) + ' (' + joint.est_saving_pct.toFixed(1) + '% of the run)';
+      var text = 'If every hint were fixed: up to ' + fmt.dur(joint.est_saving_ns) + ' (' + joint.est_saving_pct.toFixed(1) + '% of the ' + fmt.dur(joint.base_ns) + ' steady state)';
       if (joint.sum_est_saving_ns > joint.est_saving_ns)
         text += '; the ' + joint.hints + ' estimates add up to ' + fmt.dur(joint.sum_est_saving_ns) + ', ' +
           fmt.dur(joint.sum_est_saving_ns - joint.est_saving_ns) + ' of it the same time counted twice';
@@ -348,7 +348,7 @@
       head.appendChild(el('span', 'title', h.summary));
       head.appendChild(el('span', 'id', h.id));
       if (h.est_saving_ns > 0)
-        head.appendChild(el('span', 'saving', 'saves up to ' + fmt.dur(h.est_saving_ns) + ' (' + h.est_saving_pct.toFixed(1) + '% of the run)'));
+        head.appendChild(el('span', 'saving', 'saves up to ' + fmt.dur(h.est_saving_ns) + ' (' + h.est_saving_pct.toFixed(1) + '% of the steady state)'));
       box.appendChild(head);
       if (h.evidence.length) {
         var ul = el('ul');

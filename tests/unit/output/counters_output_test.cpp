@@ -311,7 +311,8 @@ TEST(CountersOutput, TableHasBoundColumnAndCountersSection) {
 
 TEST(CountersOutput, TableOfTheKernelView) {
   const std::string t = Write(WithCounters(GroupBy::Kernel), Format::Table);
-  EXPECT_NE(LineWith(t, "Share").find("Share  Bound"), std::string::npos) << t;
+  EXPECT_NE(LineWith(t, "Share  Bound").find("Calls"), std::string::npos) << t;
+  EXPECT_NE(t.find("GPU time by kernel (Share: of GPU busy time, "), std::string::npos) << t;
   EXPECT_NE(LineWith(t, "  gemm_kernel(float*, int) ").find("  compute"), std::string::npos) << t;
   EXPECT_NE(LineWith(t, "  copy_kernel ").find("  memory"), std::string::npos) << t;
   EXPECT_NE(t.find("\nHardware counters\n"), std::string::npos);
