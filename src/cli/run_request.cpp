@@ -82,11 +82,13 @@ std::optional<int> ParseRunRequest(const std::vector<std::string>& args, RunRequ
   app.add_option("--kinds", r.kinds,
                  "What to record, comma separated: kernel,memcpy,memset,sync,runtime,driver,"
                  "nvtx,memory,overhead (default: all)");
-  app.add_option("--graph-trace", r.graph_trace,
-                 "CUDA graphs: graph = one record per graph launch (a 1000-node launch took "
-                 "0.1-0.2 ms of host time under kprof on an H100/H200, 2-7 us without); node = "
-                 "every kernel, copy and memset inside graphs, attributed to the op that "
-                 "captured it (about 0.8 ms for such a launch; docs/benchmarks.md)")
+  app.add_option(
+         "--graph-trace", r.graph_trace,
+         "CUDA graphs: graph = one record per graph launch (a 1000-node launch took "
+         "0.1-0.2 ms of host time under kprof on an H100/H200, 2-7 us without); node = "
+         "every kernel, copy and memset inside graphs, attributed to the op that "
+         "captured it (0.94 ms of host time for such a launch on an H100; docs/benchmarks.md, "
+         "\"CUDA graphs\")")
       ->check(CLI::IsMember({"graph", "node"}));
   app.add_option("--pytorch", r.pytorch,
                  "Python programs that import torch: auto = an NVTX range per aten op and per "
