@@ -21,5 +21,6 @@ int CmdReport(const std::vector<std::string>& args);
 int CmdDiff(const std::vector<std::string>& args);
 int CmdCheck(const std::vector<std::string>& args);
 int CmdExport(const std::vector<std::string>& args);  ///< 0 ok, 2 usage/input/output error
+int CmdDoctor(const std::vector<std::string>& args);  ///< 0 can record, 1 a problem, 2 usage
 
 }  // namespace kprof

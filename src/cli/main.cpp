@@ -21,6 +21,7 @@ constexpr const char* kUsage =
     "  kprof diff [options] BASE NEW              compare runs; exit 1 on a regression\n"
     "  kprof check [options] RUN --budget FILE    check a run against a budget\n"
     "  kprof export INPUT... --sqlite FILE        export runs as SQLite (Nsight Systems tables)\n"
+    "  kprof doctor [--json] [--dir DIR]          what this machine will record and what it lacks\n"
     "\n"
     "'kprof COMMAND --help' shows the options of a command.\n"
     "exit codes: run: the program's own status (128+N when killed by signal N; 127 program not\n"
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
   if (cmd == "diff") return kprof::CmdDiff(args);
   if (cmd == "check") return kprof::CmdCheck(args);
   if (cmd == "export") return kprof::CmdExport(args);
+  if (cmd == "doctor") return kprof::CmdDoctor(args);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     std::fputs(kUsage, stdout);
     return kprof::kExitOk;

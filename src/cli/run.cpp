@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "cli/common.h"
+#include "cli/installed.h"
 #include "cli/present.h"
 #include "cli/run_request.h"
 #include "kprof/agent_config.h"
@@ -36,6 +37,8 @@ namespace kprof {
 namespace {
 
 namespace fs = std::filesystem;
+using cli::FindAgent;
+using cli::FindPythonDir;
 
 std::atomic<pid_t> g_child{0};
 /// A signal kprof received while the program ran: no further --repeat repetition starts.
@@ -48,37 +51,6 @@ void Forward(int sig, siginfo_t* info, void*) {
   g_stop = sig;
   pid_t child = g_child.load();
   if (child > 0 && info != nullptr && info->si_code <= 0) ::kill(child, sig);
-}
-
-std::string SelfDir() {
-  std::error_code ec;
-  auto p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string(".") : p.parent_path().string();
-}
-
-/// The first readable of `beside` (paths relative to the kprof executable's folder), made
-/// canonical; "" when none.
-std::string FindInstalled(std::initializer_list<const char*> beside) {
-  const std::string dir = SelfDir();
-  for (const char* rel : beside)
-    if (const std::string c = dir + "/" + rel; ::access(c.c_str(), R_OK) == 0)
-      return fs::weakly_canonical(c).string();
-  return "";
-}
-
-/// The PyTorch layer's folder (holding sitecustomize.py): $KPROF_PYTHON_DIR, else python/ next
-/// to the kprof executable, else ../share/kprof/python; "" when none.
-std::string FindPythonDir() {
-  if (const char* env = std::getenv("KPROF_PYTHON_DIR"); env && *env) return env;
-  const std::string file =
-      FindInstalled({"python/sitecustomize.py", "../share/kprof/python/sitecustomize.py"});
-  return file.empty() ? file : fs::path(file).parent_path().string();
-}
-
-/// The agent: $KPROF_AGENT, else next to the kprof executable, else ../lib/.
-std::string FindAgent() {
-  if (const char* env = std::getenv("KPROF_AGENT"); env && *env) return env;
-  return FindInstalled({"libkprof_agent.so", "../lib/libkprof_agent.so"});
 }
 
 std::string DefaultOutputDir() {
