@@ -88,8 +88,8 @@ int main(int argc, char** argv) {
     std::puts("kprof " KPROF_VERSION);
     return kprof::kExitOk;
   }
-  std::fprintf(stderr,
-               "kprof: unknown command '%s' (expected run, report, diff, check or export)\n",
-               cmd.c_str());
+  std::fprintf(
+      stderr, "kprof: unknown command '%s' (expected run, report, diff, check, export or doctor)\n",
+      cmd.c_str());
   return kprof::kExitUsage;
 }
