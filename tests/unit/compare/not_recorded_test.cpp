@@ -59,8 +59,8 @@ TEST(NotRecorded, PeakMemoryOneSideDidNotRecordIsNotARegression) {
   EXPECT_EQ(PeakMemory(Diff({Digest(0, 0, 1)}, {Digest(0, 0, 1)})).reason,
             "not compared (not recorded in either)");
   // Both recorded: compared as before (a 0 B peak with frees traced is a measurement).
-  const MetricDiff& both = PeakMemory(Diff({Digest(0, 2, 1)}, {Digest(2 << 20, 3, 1)}));
-  EXPECT_EQ(both.verdict, Verdict::Regression);
+  const DiffResult both = Diff({Digest(0, 2, 1)}, {Digest(2 << 20, 3, 1)});
+  EXPECT_EQ(PeakMemory(both).verdict, Verdict::Regression);
 }
 
 TEST(NotRecorded, RealWindowWithoutAllocationsAgainstTheWholeRun) {
