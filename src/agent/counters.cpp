@@ -161,7 +161,7 @@ bool OnCounterCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const
     if (domain != CUPTI_CB_DOMAIN_DRIVER_API || !IsLaunch(cbid) || !g_set.replay) return false;
     const auto& cb = *static_cast<const CUpti_CallbackData*>(data);
     if (cb.callbackSite == CUPTI_API_ENTER) {
-      OnLaunchEnter(cb);
+      OnLaunchEnter(cbid, cb);
     } else {
       OnLaunchExit(cb);
     }
@@ -206,11 +206,13 @@ void StopCounters(bool at_exit) {
   g_started = false;  // replay ends with the first context to go
   static std::atomic<bool> meta_written{false};
   if (!at_exit || meta_written.exchange(true)) return;
+  const std::string account = ReplayAccount();  // (takes replay's locks: before the others)
   std::lock_guard<std::mutex> lock(g_problem_mu);
   Agent& a = A();
   std::lock_guard<std::mutex> side(a.side_mu);
   if (!g_problems.empty()) a.side_meta.emplace_back("counters_problem", g_problems);
   if (!g_unavailable.empty()) a.side_meta.emplace_back("counters_unavailable", g_unavailable);
+  if (g_set.replay) a.side_meta.emplace_back("counters_replay_account", account);
 }
 
 }  // namespace kprof::agent

@@ -211,6 +211,16 @@ struct ReplayState {
   std::unordered_map<CUcontext, ReplayContext> contexts;  // under replay_mu
   std::unordered_map<std::string, uint64_t> profiled;     // launches replayed per kernel name
   std::unordered_map<std::string, bool> matches;          // regex / named list, per kernel name
+  // Every kernel name launched (inside the windows) and what became of its launches: the
+  // report's reasons for a top kernel left unmeasured (meta counters_replay_account).
+  struct Seen {
+    uint64_t launches = 0;  // launch calls seen
+    uint64_t selected = 0;  // of which chosen for a replay
+    uint64_t busy = 0;      // chosen, but another thread was replaying
+    uint64_t failed = 0;    // chosen, and the replay failed
+    uint64_t captured = 0;  // chosen, but captured into a CUDA graph (nothing to replay)
+  };
+  std::unordered_map<std::string, Seen> seen;
   // The trace so far: GPU time per kernel name, and the current top N.
   std::mutex tally_mu;
   std::unordered_map<std::string, uint64_t> tally;
@@ -221,8 +231,16 @@ struct ReplayState {
 };
 ReplayState& Replay();
 bool IsLaunch(CUpti_CallbackId cbid);
-void OnLaunchEnter(const CUpti_CallbackData& cb);
+void OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData& cb);
 void OnLaunchExit(const CUpti_CallbackData& cb);
 void StopReplayAtExit();
+/// What became of each kernel name's launches, most GPU time in the tally first (at most
+/// kMaxAccountNames), a line each:
+/// "replayed<TAB>launches<TAB>selected<TAB>busy<TAB>failed<TAB>captured<TAB>in_top<TAB>name"
+/// (captured: chosen launches made into a stream capture, not replayed; in_top: the
+/// tally ranked it in the top N at the end): the meta counters_replay_account, from which the
+/// report says why a top kernel was not measured. "" when replay is off.
+inline constexpr size_t kMaxAccountNames = 2000;
+std::string ReplayAccount();
 
 }  // namespace kprof::agent::counters

@@ -31,7 +31,11 @@ std::string Demangled(const char* name) {
   return out;
 }
 
-// Whether this launch of `name` is one to replay (caller holds Replay().mu).
+// Whether this launch of `name` is one to replay (caller holds Replay().mu). In top-N mode: a
+// name the tally of the trace ranks in the top N, and, before the tally knows a name, its first
+// launches while fewer than N names have been replayed (a program that queues all its launches
+// before the first activity buffer arrives gets its kernels measured all the same; the tally then
+// adds the top N it learns, so at most 2N names are replayed).
 bool Selected(ReplayState& rs, const std::string& name) {
   auto it = rs.profiled.find(name);
   if (it != rs.profiled.end() && it->second >= g_set.launches) return false;
@@ -45,8 +49,40 @@ bool Selected(ReplayState& rs, const std::string& name) {
     }
     return m->second;
   }
-  std::lock_guard<std::mutex> lock(rs.tally_mu);
-  return rs.top.count(name) > 0;
+  {
+    std::lock_guard<std::mutex> lock(rs.tally_mu);
+    if (rs.top.count(name) > 0) return true;
+    if (rs.tally.count(name) > 0) return false;  // the trace knows it: not a top one
+  }
+  return it != rs.profiled.end() || rs.profiled.size() < g_set.top;
+}
+
+std::string ReplayAccount() {
+  if (!g_set.replay) return "";
+  ReplayState& rs = Replay();
+  std::vector<std::pair<uint64_t, const std::string*>> order;
+  std::string out;
+  std::lock_guard<std::mutex> lock(rs.mu);
+  std::lock_guard<std::mutex> tally(rs.tally_mu);
+  for (const auto& entry : rs.seen) {
+    const std::string& name = entry.first;
+    auto t = rs.tally.find(name);
+    order.emplace_back(t == rs.tally.end() ? 0 : t->second, &name);
+  }
+  std::sort(order.begin(), order.end(), [](const auto& x, const auto& y) {
+    return x.first != y.first ? x.first > y.first : *x.second < *y.second;
+  });
+  if (order.size() > kMaxAccountNames) order.resize(kMaxAccountNames);
+  for (const auto& [ns, name] : order) {
+    const ReplayState::Seen& s = rs.seen.at(*name);
+    auto p = rs.profiled.find(*name);
+    out += std::to_string(p == rs.profiled.end() ? 0 : p->second) + '\t' +
+           std::to_string(s.launches) + '\t' + std::to_string(s.selected) + '\t' +
+           std::to_string(s.busy) + '\t' + std::to_string(s.failed) + '\t' +
+           std::to_string(s.captured) + '\t' + (rs.top.count(*name) > 0 ? "1" : "0") + '\t' +
+           *name + '\n';
+  }
+  return out;
 }
 
 ReplayContext* SetUpReplay(ReplayContext& c, CUcontext ctx);
@@ -130,6 +166,39 @@ ReplayContext* EnableReplay(ReplayContext& c, CUcontext ctx) {
   return &c;
 }
 
+// The stream a launch call queues its kernel on.
+CUstream LaunchStream(CUpti_CallbackId cbid, const void* params) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+      return static_cast<const cuLaunchKernel_params*>(params)->hStream;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+      return static_cast<const cuLaunchKernel_ptsz_params*>(params)->hStream;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
+      const CUlaunchConfig* c = static_cast<const cuLaunchKernelEx_params*>(params)->config;
+      return c != nullptr ? c->hStream : nullptr;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
+      const CUlaunchConfig* c = static_cast<const cuLaunchKernelEx_ptsz_params*>(params)->config;
+      return c != nullptr ? c->hStream : nullptr;
+    }
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+      return static_cast<const cuLaunchCooperativeKernel_params*>(params)->hStream;
+    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+      return static_cast<const cuLaunchCooperativeKernel_ptsz_params*>(params)->hStream;
+    default:
+      return nullptr;
+  }
+}
+
+// Whether a launch on `stream` is being captured into a CUDA graph (it runs nothing now: there
+// is no kernel to replay, and starting the range profiler inside a capture broke the capture on
+// the H200, CUPTI 13.0). A stream whose status cannot be read counts as capturing.
+bool Capturing(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (cuStreamIsCapturing(stream, &status) != CUDA_SUCCESS) return true;
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 bool IsLaunch(CUpti_CallbackId cbid) {
   return cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel ||
          cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz ||
@@ -164,7 +233,7 @@ void StopReplayAtExit() {
   rs.replay_mu.unlock();
 }
 
-void OnLaunchEnter(const CUpti_CallbackData& cb) {
+void OnLaunchEnter(CUpti_CallbackId cbid, const CUpti_CallbackData& cb) {
   if (cb.symbolName == nullptr || cb.context == nullptr) return;
   if (OutsideWindow()) return;  // --capture: replays only inside the windows
   ReplayState& rs = Replay();
@@ -172,16 +241,36 @@ void OnLaunchEnter(const CUpti_CallbackData& cb) {
   const uint64_t enter_ns = Now();  // kprof's cost includes setting the profiler up
   {
     std::lock_guard<std::mutex> lock(rs.mu);
-    if (rs.closed || !Selected(rs, name)) return;
+    if (rs.closed) return;
+    ReplayState::Seen& seen = rs.seen[name];
+    ++seen.launches;
+    if (!Selected(rs, name)) return;
+    ++seen.selected;
   }
-  if (!rs.replay_mu.try_lock()) return;  // another thread is replaying
-  bool still = false;                    // (checked again: it may have been replayed meanwhile)
+  if (Capturing(LaunchStream(cbid, cb.functionParams))) {
+    std::lock_guard<std::mutex> lock(rs.mu);
+    ReplayState::Seen& seen = rs.seen[name];
+    --seen.selected;
+    ++seen.captured;
+    return;
+  }
+  if (!rs.replay_mu.try_lock()) {  // another thread is replaying
+    std::lock_guard<std::mutex> lock(rs.mu);
+    ++rs.seen[name].busy;
+    return;
+  }
+  bool still = false;  // (checked again: it may have been replayed meanwhile)
   {
     std::lock_guard<std::mutex> lock(rs.mu);
     still = !rs.closed && Selected(rs, name);
   }
+  const auto failed = [&] {
+    std::lock_guard<std::mutex> lock(rs.mu);
+    ++rs.seen[name].failed;
+  };
   ReplayContext* c = still ? ContextFor(rs, cb.context) : nullptr;  // under replay_mu
   if (c == nullptr) {
+    if (still) failed();
     rs.replay_mu.unlock();
     return;
   }
@@ -189,6 +278,7 @@ void OnLaunchEnter(const CUpti_CallbackData& cb) {
   st.pRangeProfilerObject = c->obj;
   if (!Ok(cuptiRangeProfilerStart(&st), "cuptiRangeProfilerStart")) {
     c->ok = false;  // this context replays no more
+    failed();
     rs.replay_mu.unlock();
     return;
   }
@@ -253,6 +343,10 @@ void OnLaunchExit(const CUpti_CallbackData& cb) {
     }
   } else {
     if (ok) Problem("a kernel replay measured no range");
+    if (cb.symbolName != nullptr) {
+      std::lock_guard<std::mutex> lock(rs.mu);
+      ++rs.seen[cb.symbolName].failed;
+    }
     std::lock_guard<std::mutex> lock(rs.times_mu);
     rs.times.erase(cb.correlationId);
   }
