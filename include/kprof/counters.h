@@ -26,7 +26,6 @@ inline constexpr double kHighThroughputPct = 60.0;
 /// SM and memory throughputs closer than this (points) are balanced (Nsight Compute's).
 inline constexpr double kBalancedPct = 10.0;
 
-
 /// Counter values of one kernel launch, or averaged over several (by duration).
 struct CounterValues {
   double sm_pct = kNotMeasured, mem_pct = kNotMeasured, dram_pct = kNotMeasured,
@@ -87,6 +86,27 @@ struct ProcessTrace;
 std::vector<CounterTrack> CounterTracks(const ProcessTrace& p);
 
 /// The counters of a run: what was asked for, what it cost, and the values per kernel name.
+/// A kernel name with at least kUnmeasuredMinShare of all kernels' GPU time (with replay alone,
+/// among the kUnmeasuredTop names with most of it, the ones replay chooses) that no counter
+/// measured, and why (docs/counters.md, "Kernels not measured").
+struct UnmeasuredKernel {
+  std::string name;  ///< display name, as the kernel view shows it
+  uint64_t gpu_ns = 0;
+  double share = 0;  ///< of all kernels' GPU time
+  uint64_t launches = 0;
+  uint64_t median_ns = 0;  ///< median duration of its launches
+  /// "graph" (ran only inside CUDA graphs, which replay does not reach), "queued" (no launch
+  /// came while it was chosen), "busy" (another thread was replaying each time), "failed" (its
+  /// replay failed), "not_selected" (--metrics-kernels/--metrics-from left it out), "not_seen"
+  /// (the agent saw no launch call of it), "short" (too little of it in the samples, or samples
+  /// that cannot tell it from its neighbours), "no_samples" (no samples on its device),
+  /// "unknown" (recorded without the agent's account).
+  std::string reason;
+  std::string why;  ///< the reason in a sentence, with what to do
+};
+inline constexpr size_t kUnmeasuredTop = 10;
+inline constexpr double kUnmeasuredMinShare = 0.01;
+
 struct CounterSummary {
   std::string mode;     ///< "replay", "sampled", "replay,sampled"; "" when none was asked for
   std::string problem;  ///< why counters are missing or partial (the agent's words), "" if none
@@ -94,10 +114,11 @@ struct CounterSummary {
   uint64_t replay_ns = 0;  ///< host time kprof spent replaying kernels (the cost of replay)
   uint64_t setup_ns = 0;   ///< host time the program waited for PM sampling's set-up
   uint32_t max_passes = 0;
-  uint64_t samples = 0;                 ///< PM samples over all devices
-  uint64_t sample_interval_ns = 0;      ///< as asked for
-  std::vector<KernelCounters> kernels;  ///< measured kernel names, most GPU time first
-  std::vector<CounterTrack> tracks;     ///< PM sampling tracks (empty without sampling)
+  uint64_t samples = 0;                      ///< PM samples over all devices
+  uint64_t sample_interval_ns = 0;           ///< as asked for
+  std::vector<KernelCounters> kernels;       ///< measured kernel names, most GPU time first
+  std::vector<UnmeasuredKernel> unmeasured;  ///< top kernel names not measured, and why
+  std::vector<CounterTrack> tracks;          ///< PM sampling tracks (empty without sampling)
   bool Any() const { return !kernels.empty() || !tracks.empty(); }
   const KernelCounters* Find(std::string_view kernel) const;
 };

@@ -196,9 +196,195 @@ void AddListed(std::string& list, const std::string& part) {
 
 struct NameAcc {
   CounterMean replay, sampled;
-  uint64_t replay_launches = 0, replay_ns = 0, sampled_launches = 0, sampled_ns = 0,
-           sampled_samples = 0;
+  uint64_t replay_launches = 0, replay_ns = 0, sampled_launches = 0, sampled_ns = 0;
+  double sampled_weight = 0;
+  // Every launch, for the account of the top names not measured.
+  uint64_t launches = 0, ns = 0, graph_launches = 0;
+  std::vector<uint64_t> durations;
+  std::vector<std::string_view> raw;  // the names CUPTI gave it (mangled), per process
+  bool on_sampled_device = false;
+  double best_weight = 0, best_error = 0;  // the best fit that was not good enough
+  bool error_unknown = false;
+  bool entangled = false;  // the fit could not tell it from names that ran in the same mix
+  bool too_short = false;  // launches shorter than kMinFittedNs on average
 };
+
+// The agent's account of replay (meta counters_replay_account), summed by CUPTI's name.
+struct ReplaySeen {
+  uint64_t replayed = 0, launches = 0, selected = 0, busy = 0, failed = 0, captured = 0;
+};
+
+void ReadReplayAccount(const std::string& meta, std::map<std::string, ReplaySeen>& out) {
+  size_t at = 0;
+  while (at < meta.size()) {
+    size_t nl = meta.find('\n', at);
+    if (nl == std::string::npos) nl = meta.size();
+    const std::string_view line(meta.data() + at, nl - at);
+    at = nl + 1;
+    // Counts, then the name (a name never starts with a digit); older lines have fewer counts.
+    uint64_t v[8] = {};
+    size_t pos = 0, fields = 0;
+    while (pos < line.size() && fields < 8) {
+      const size_t tab = line.find('\t', pos);
+      if (tab == std::string_view::npos) break;
+      const std::string_view f = line.substr(pos, tab - pos);
+      if (f.empty() || f.find_first_not_of("0123456789") != std::string_view::npos) break;
+      v[fields++] = std::strtoull(std::string(f).c_str(), nullptr, 10);
+      pos = tab + 1;
+    }
+    if (fields < 6 || pos >= line.size()) continue;
+    if (fields == 6) v[6] = v[5], v[5] = 0;  // recorded before `captured`
+    ReplaySeen& s = out[std::string(line.substr(pos))];
+    s.replayed += v[0];
+    s.launches += v[1];
+    s.selected += v[2];
+    s.busy += v[3];
+    s.failed += v[4];
+    s.captured += v[5];
+  }
+}
+
+std::string Micro(uint64_t ns) { return fmt::format("{:.1f} us", static_cast<double>(ns) / 1e3); }
+
+// Why replay did not measure a top kernel name (docs/counters.md, "Kernels not measured").
+void ReplayReason(const NameAcc& acc, const std::map<std::string, ReplaySeen>& account,
+                  bool have_account, bool named, const std::string& problem, UnmeasuredKernel& u) {
+  if (acc.graph_launches == acc.launches) {
+    u.reason = "graph";
+    u.why = fmt::format(
+        "its {} launch{} ran inside CUDA graphs, which kernel replay cannot reach (it replays "
+        "launches made on streams); --metrics sampled measures kernels in graphs",
+        acc.launches, acc.launches == 1 ? "" : "es");
+    return;
+  }
+  ReplaySeen seen;
+  bool found = false;
+  for (std::string_view raw : acc.raw)
+    if (auto it = account.find(std::string(raw)); it != account.end()) {
+      found = true;
+      seen.replayed += it->second.replayed;
+      seen.launches += it->second.launches;
+      seen.selected += it->second.selected;
+      seen.busy += it->second.busy;
+      seen.failed += it->second.failed;
+      seen.captured += it->second.captured;
+    }
+  if (!have_account) {
+    u.reason = "unknown";
+    u.why = "recorded without the agent's account of its launches (a kprof before 2026-11-27)";
+  } else if (!found) {
+    u.reason = "not_seen";
+    u.why =
+        "the agent saw none of its launch calls (made through a call kprof does not watch); "
+        "--metrics sampled measures it";
+  } else if (seen.failed > 0) {
+    u.reason = "failed";
+    u.why = fmt::format("its replay failed{}", problem.empty() ? "" : ": " + problem);
+  } else if (seen.captured > 0 && seen.replayed == 0 && seen.selected <= seen.busy) {
+    u.reason = "graph";
+    u.why = fmt::format(
+        "it was chosen while being captured into a CUDA graph, and its {} launch{} on streams "
+        "came before it was chosen; --metrics sampled with --graph-trace node measures kernels "
+        "in graphs",
+        seen.launches - seen.captured, seen.launches - seen.captured == 1 ? "" : "es");
+  } else if (seen.replayed > 0) {
+    u.reason = "unmatched";
+    u.why = fmt::format(
+        "replayed {} time{}, but no replay's counters matched one of its kernel records",
+        seen.replayed, seen.replayed == 1 ? "" : "s");
+  } else if (seen.selected > 0 && seen.busy == seen.selected) {
+    u.reason = "busy";
+    u.why = fmt::format(
+        "each of the {} launch{} chosen came while another thread was replaying; "
+        "--metrics-launches N gives more of its launches a chance",
+        seen.selected, seen.selected == 1 ? "" : "es");
+  } else if (named) {
+    u.reason = "not_selected";
+    u.why = "--metrics-kernels or --metrics-from did not select it";
+  } else {
+    u.reason = "queued";
+    u.why = fmt::format(
+        "none of its {} launch{} came while it was chosen: other names had taken the first "
+        "replays, and the trace ranked it among the top kernels only after its last launch; "
+        "--metrics-from RUN replays it by name in a second run",
+        seen.launches, seen.launches == 1 ? "" : "es");
+  }
+}
+
+// Why PM sampling did not classify a top kernel name.
+void SampledReason(const NameAcc& acc, uint64_t interval_ns, UnmeasuredKernel& u) {
+  if (!acc.on_sampled_device) {
+    u.reason = "no_samples";
+    u.why = "no PM samples on its device";
+    return;
+  }
+  u.reason = "short";
+  if (acc.too_short && acc.best_weight >= kMinSampledWeight) {
+    u.why = fmt::format(
+        "its launches (median {}) are shorter than the {} PM sampling can fit (between such "
+        "kernels the GPU's own launch work fills the samples); --metrics replay measures it",
+        Micro(u.median_ns), Micro(kMinFittedNs));
+  } else if (acc.best_weight < kMinSampledWeight) {
+    u.why = fmt::format(
+        "its launches (median {}) filled {:.2f} samples' worth of time, less than one; a "
+        "shorter --metrics-interval{} or --metrics replay measures it",
+        Micro(u.median_ns), acc.best_weight,
+        interval_ns ? " than " + Micro(interval_ns) : std::string());
+  } else if (acc.entangled) {
+    u.why =
+        "it runs beside the same kernels within most samples, so GPU-wide samples cannot tell it "
+        "from them; --metrics replay measures it, and a shorter --metrics-interval (100 us holds "
+        "up) separates more";
+  } else if (acc.error_unknown) {
+    u.why = "more kernel names than samples on its device: the samples cannot tell them apart";
+  } else {
+    u.why = fmt::format(
+        "the samples cannot tell it from the kernels beside it (standard error {:.0f} points, "
+        "more than {:.0f}); --metrics replay measures it",
+        acc.best_error, kMaxSampledError);
+  }
+}
+
+// The kernel names with kUnmeasuredMinShare of the GPU time or more that no counter measured,
+// and why.
+void AddUnmeasured(const std::vector<std::string_view>& order,
+                   std::map<std::string_view, NameAcc>& by_name,
+                   const std::map<std::string, ReplaySeen>& account, bool have_account, bool named,
+                   CounterSummary& out) {
+  uint64_t total_ns = 0;
+  for (std::string_view name : order) total_ns += by_name[name].ns;
+  if (out.mode.empty() || total_ns == 0) return;
+  std::vector<std::string_view> top = order;
+  std::stable_sort(top.begin(), top.end(), [&](std::string_view x, std::string_view y) {
+    return by_name[x].ns > by_name[y].ns;
+  });
+  const bool replay = out.mode.find("replay") != std::string::npos;
+  const bool sampled = out.mode.find("sampled") != std::string::npos;
+  // Replay chooses the top N names; sampling sees every name.
+  if (!sampled && top.size() > kUnmeasuredTop) top.resize(kUnmeasuredTop);
+  for (std::string_view name : top) {
+    NameAcc& acc = by_name[name];
+    const double share = static_cast<double>(acc.ns) / static_cast<double>(total_ns);
+    if (share < kUnmeasuredMinShare) break;
+    if (out.Find(name) != nullptr) continue;
+    UnmeasuredKernel u;
+    u.name = std::string(name);
+    u.gpu_ns = acc.ns;
+    u.share = share;
+    u.launches = acc.launches;
+    std::vector<uint64_t>& d = acc.durations;
+    std::nth_element(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2), d.end());
+    u.median_ns = d.empty() ? 0 : d[d.size() / 2];
+    if (sampled) SampledReason(acc, out.sample_interval_ns, u);
+    if (replay) {
+      UnmeasuredKernel r = u;
+      ReplayReason(acc, account, have_account, named, out.problem, r);
+      if (sampled) r.why += "; sampled: " + u.why;
+      u = std::move(r);
+    }
+    out.unmeasured.push_back(std::move(u));
+  }
+}
 
 }  // namespace
 
@@ -206,6 +392,8 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
   CounterSummary out;
   std::map<std::string_view, NameAcc> by_name;
   std::vector<std::string_view> order;  // first seen, for a stable tie order
+  std::map<std::string, ReplaySeen> account;
+  bool have_account = false, named = false;
   for (const ProcessTimeline& pt : tl.processes) {
     const ProcessTrace& p = *pt.process;
     AddListed(out.mode, p.Meta("counters"));
@@ -213,6 +401,12 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
     if (!problem.empty() && out.problem.find(problem) == std::string::npos)
       out.problem += (out.problem.empty() ? "" : "; ") + problem;
     out.sample_interval_ns = std::max(out.sample_interval_ns, p.MetaU64("counters_interval_ns"));
+    if (p.meta.count("counters_replay_account")) {
+      have_account = true;
+      ReadReplayAccount(p.Meta("counters_replay_account"), account);
+    }
+    named = named || (p.Meta("counters").find("replay") != std::string::npos &&
+                      !p.meta.count("counters_top"));
 
     // Replay: the metrics of each measured launch, by correlation id.
     std::unordered_map<uint32_t, CounterValues> replayed;
@@ -245,6 +439,14 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
     }
     out.replayed_launches += replayed.size();
 
+    // PM sampling per device: a column per kernel name, and the launches to fit.
+    struct DeviceFit {
+      std::vector<NameAcc*> columns;
+      std::unordered_map<const NameAcc*, size_t> column_of;
+      std::vector<SampledLaunch> launches;
+      std::vector<uint64_t> col_launches, col_ns;
+    };
+    std::map<uint16_t, DeviceFit> fits;
     for (size_t i = 0; i < pt.acts.size(); ++i) {
       const Record& k = *pt.acts[i];
       if (k.Kind() != RecordKind::Kernel) continue;
@@ -253,37 +455,51 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
       auto [acc_it, fresh] = by_name.try_emplace(name);
       if (fresh) order.push_back(name);
       NameAcc& acc = acc_it->second;
+      ++acc.launches;
+      acc.ns += dur;
+      acc.durations.push_back(dur);
+      if (GraphNodeOf(k) != 0) ++acc.graph_launches;
+      const std::string_view raw = p.Name(k);
+      if (acc.raw.empty() || acc.raw.back() != raw) acc.raw.push_back(raw);
       if (auto it = replayed.find(pt.Correlation(k)); it != replayed.end() && k.correlation != 0) {
         acc.replay.Add(it->second, static_cast<double>(std::max<uint64_t>(dur, 1)));
         ++acc.replay_launches;
         acc.replay_ns += dur;
         continue;
       }
-      auto dt = device_tracks.find(k.device);
-      if (dt == device_tracks.end()) continue;
-      // A kernel name gets the samples that lie within its launches (samples are GPU-wide: one
-      // that overlaps a neighbour says what both did), at least kMinSamples over all launches.
-      CounterValues v;
-      size_t inside = 0;
-      for (size_t ti : dt->second) {
-        const CounterTrack& t = out.tracks[ti];
-        auto lo = std::lower_bound(t.t_ns.begin(), t.t_ns.end(), k.start_ns);
-        double sum = 0;
-        size_t n = 0;
-        for (auto j = static_cast<size_t>(lo - t.t_ns.begin());
-             j < t.t_ns.size() && t.end_ns[j] <= k.end_ns; ++j) {
-          sum += t.value[j];
-          ++n;
-        }
-        if (n == 0) continue;
-        inside = std::max(inside, n);
-        AddMetric(v, t.metric, sum / static_cast<double>(n));
+      if (device_tracks.count(k.device) == 0) continue;
+      acc.on_sampled_device = true;
+      DeviceFit& f = fits[k.device];
+      auto [col, added] = f.column_of.try_emplace(&acc, f.columns.size());
+      if (added) {
+        f.columns.push_back(&acc);
+        f.col_launches.push_back(0);
+        f.col_ns.push_back(0);
       }
-      if (inside == 0) continue;
-      acc.sampled.Add(v, static_cast<double>(inside));  // each sample counts once
-      acc.sampled_samples += inside;
-      ++acc.sampled_launches;
-      acc.sampled_ns += dur;
+      f.launches.push_back({col->second, k.start_ns, k.end_ns});
+      ++f.col_launches[col->second];
+      f.col_ns[col->second] += dur;
+    }
+    for (auto& [device, f] : fits) {
+      std::vector<const CounterTrack*> tracks;
+      for (size_t ti : device_tracks[device]) tracks.push_back(&out.tracks[ti]);
+      const std::vector<SampledFit> fit = FitSamples(tracks, f.launches, f.columns.size());
+      for (size_t c = 0; c < f.columns.size(); ++c) {
+        NameAcc& acc = *f.columns[c];
+        const SampledFit& x = fit[c];
+        if (x.Classified()) {
+          acc.sampled.Add(x.values, x.weight);
+          acc.sampled_weight += x.weight;
+          acc.sampled_launches += f.col_launches[c];
+          acc.sampled_ns += f.col_ns[c];
+        } else if (x.weight >= acc.best_weight) {
+          acc.best_weight = x.weight;
+          acc.best_error = x.max_error;
+          acc.error_unknown = x.error_unknown;
+          acc.entangled = x.inflation > kMaxSampledInflation || x.out_of_range;
+          acc.too_short = x.mean_ns < kMinFittedNs;
+        }
+      }
     }
   }
   for (std::string_view name : order) {
@@ -295,7 +511,7 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
       kc.launches = acc.replay_launches;
       kc.gpu_ns = acc.replay_ns;
       kc.values = acc.replay.Mean();
-    } else if (acc.sampled_samples >= kMinSamples) {
+    } else if (acc.sampled_weight > 0) {
       kc.source = CounterSource::Sampled;
       kc.launches = acc.sampled_launches;
       kc.gpu_ns = acc.sampled_ns;
@@ -309,6 +525,8 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
   std::stable_sort(
       out.kernels.begin(), out.kernels.end(),
       [](const KernelCounters& x, const KernelCounters& y) { return x.gpu_ns > y.gpu_ns; });
+
+  AddUnmeasured(order, by_name, account, have_account, named, out);
   return out;
 }
 

@@ -11,9 +11,58 @@
 
 namespace kprof::detail {
 
-/// A kernel name takes PM sampling values only from samples that lie within its launches, at
-/// least this many over all of them.
-inline constexpr size_t kMinSamples = 3;
+/// PM sampling per kernel name (counters_sampled.cpp): one launch of the name in column
+/// `column`, on the device whose tracks are fitted.
+struct SampledLaunch {
+  size_t column = 0;
+  uint64_t start_ns = 0, end_ns = 0;
+};
+/// Above this many kernel names on a device, standard errors are not computed (and no name of
+/// that device is classified from samples).
+inline constexpr size_t kMaxSampledColumnsForErrors = 1500;
+/// A name is classified from samples when it has kMinInsideSamples samples wholly inside its
+/// launches, or when its weight is at least kMinSampledWeight (one whole sample's worth of its
+/// time) and no percentage's standard error exceeds kMaxSampledError points.
+inline constexpr double kMinSampledWeight = 1.0;
+inline constexpr double kMaxSampledError = 10.0;
+inline constexpr double kMaxSampledInflation = 1000.0;
+inline constexpr size_t kMinInsideSamples = 3;
+/// Launches shorter than this on average are not fitted: between such kernels the GPU spends as
+/// long in its front end as in the kernels, and the samples are no longer a mix of the kernels
+/// alone (20,000 launches of 1-2 us one-block kernels, sampled every 100 us on an H200, fitted
+/// an occupancy of 100%).
+inline constexpr uint64_t kMinFittedNs = 2000;
+/// What the samples say of one kernel name: its values (least squares over the samples its
+/// launches overlap, each weighted by the fraction of the sample they covered), its weight (those
+/// fractions summed: how many whole samples' worth of its time was sampled), the samples it
+/// appears in, and the largest standard error of its percentage values (points).
+struct SampledFit {
+  CounterValues values;
+  double weight = 0;
+  size_t samples = 0;
+  double max_error = 0;
+  bool error_unknown = false;  ///< more names than samples, or too many names to compute it
+  /// Samples wholly inside its launches (the most of any metric): with kMinInsideSamples or more,
+  /// a metric's value is their mean, not the fit, and the name is classified whatever the fit's
+  /// error.
+  size_t inside = 0;
+  /// The largest variance inflation of its fitted percentages (G^-1 G on the diagonal: 1 when
+  /// its samples hold no other name), and whether a fitted percentage fell outside 0-100 by
+  /// more than its error.
+  double inflation = 1;
+  bool out_of_range = false;
+  uint64_t mean_ns = 0;  ///< mean duration of its launches on this device
+  /// Whether the fit classifies it (see kMinSampledWeight).
+  bool Classified() const {
+    return inside >= kMinInsideSamples ||
+           (weight >= kMinSampledWeight && mean_ns >= kMinFittedNs && !error_unknown &&
+            max_error <= kMaxSampledError && inflation <= kMaxSampledInflation && !out_of_range);
+  }
+};
+
+/// Fits every column's values to one device's tracks (`cols` kernel names).
+std::vector<SampledFit> FitSamples(const std::vector<const CounterTrack*>& tracks,
+                                   const std::vector<SampledLaunch>& launches, size_t cols);
 
 /// Adds one metric's value to `v` by the metric's role (unknown names are ignored).
 void AddMetric(CounterValues& v, std::string_view metric, double value);

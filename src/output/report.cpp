@@ -80,6 +80,12 @@ std::vector<std::string> CounterLines(const CounterSummary& c) {
   return lines;
 }
 
+/// "not measured: NAME (12.3% of kernel time, 40 launches): why".
+std::string UnmeasuredLine(const UnmeasuredKernel& u) {
+  return fmt::format("not measured: {} ({} of kernel time, {} launch{}): {}", Fit(u.name, 60),
+                     Pct(u.share), u.launches, u.launches == 1 ? "" : "es", u.why);
+}
+
 /// The columns of the table of counters after the kernel's name, as strings.
 std::vector<std::string> CounterCells(const KernelCounters& k) {
   const CounterValues& v = k.values;
@@ -149,10 +155,9 @@ void KernelTable(std::ostream& out, const std::vector<KernelRow>& rows, size_t t
 void CountersTable(std::ostream& out, const CounterSummary& c, size_t top) {
   out << "\nHardware counters\n";
   for (const std::string& line : CounterLines(c)) out << "  " << line << "\n";
-  if (c.kernels.empty()) {
-    out << "  (no kernel measured)\n";
-    return;
-  }
+  if (c.kernels.empty()) out << "  (no kernel measured)\n";
+  for (const UnmeasuredKernel& u : c.unmeasured) out << "  " << Line(UnmeasuredLine(u));
+  if (c.kernels.empty()) return;
   constexpr const char* kRow = " {:<7} {:>8} {:>6} {:>6} {:>6} {:>6} {:>8} {:>11} {:>9} {:>8}  {}";
   out << Line("  " + Pad("Kernel", 40) +
               fmt::format(kRow, "Source", "Launches", "SM %", "Mem %", "DRAM %", "L2 %", "Tensor %",
@@ -416,6 +421,7 @@ void WriteMarkdown(std::ostream& out, const Analysis& a, const std::vector<Hint>
     const CounterSummary& c = a.counters;
     out << "\n### Hardware counters\n\n";
     for (const std::string& line : CounterLines(c)) out << "- " << Md(line) << "\n";
+    for (const UnmeasuredKernel& u : c.unmeasured) out << "- " << Md(UnmeasuredLine(u)) << "\n";
     if (c.kernels.empty()) {
       out << "- no kernel measured\n";
     } else {

@@ -48,6 +48,15 @@ ordered_json CountersJson(const CounterSummary& c) {
                        {"peak_dram_bytes_per_s", JsonValue(v.peak_dram_bytes_per_s)},
                        {"bound", BoundName(k.bound)}});
   }
+  ordered_json unmeasured = ordered_json::array();
+  for (const UnmeasuredKernel& u : c.unmeasured)
+    unmeasured.push_back({{"name", u.name},
+                          {"gpu_ns", u.gpu_ns},
+                          {"share", u.share},
+                          {"launches", u.launches},
+                          {"median_ns", u.median_ns},
+                          {"reason", u.reason},
+                          {"why", u.why}});
   return {{"mode", c.mode},
           {"problem", c.problem},
           {"replayed_launches", c.replayed_launches},
@@ -57,7 +66,8 @@ ordered_json CountersJson(const CounterSummary& c) {
           {"samples", c.samples},
           {"sample_interval_ns", c.sample_interval_ns},
           {"roofline", FormatRoofline(c)},
-          {"kernels", kernels}};
+          {"kernels", kernels},
+          {"unmeasured", unmeasured}};
 }
 
 /// `bound`: with its class from the counters (runs with counters only).
