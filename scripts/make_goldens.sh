@@ -50,6 +50,8 @@ find "$OUT/out" -name '*.gz' -delete  # (keeps out/.gitattributes, the goldens' 
   printf 'pytorch_compile_q.compiled.table\treport %s/pytorch_compile_q --by compiled\n' $P
   printf 'pytorch_compile_q.compiled.json\treport %s/pytorch_compile_q --by compiled --format json\n' $P
   printf 'diff_eager_compiled.table\tdiff %s/pytorch_eager_q %s/pytorch_compile_q --top 10\n' $P $P
+  # An eager and a torch.compile'd step, each recorded with --capture nvtx:measured (issue 36).
+  printf 'diff_measured_train.table\tdiff %s/measured_train_eager %s/measured_train_compiled --top 10\n' $P $P
   D=tests/fixtures/gpu/diff
   printf 'diff_same.json\tdiff --base %s/base --new %s/same --format json\n' $D $D
   printf 'diff_slow10.json\tdiff --base %s/base --new %s/slow10 --format json\n' $D $D
