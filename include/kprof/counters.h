@@ -98,9 +98,10 @@ struct UnmeasuredKernel {
   /// "graph" (ran only inside CUDA graphs, which replay does not reach), "queued" (no launch
   /// came while it was chosen), "busy" (another thread was replaying each time), "failed" (its
   /// replay failed), "not_selected" (--metrics-kernels/--metrics-from left it out), "not_seen"
-  /// (the agent saw no launch call of it), "short" (too little of it in the samples, or samples
-  /// that cannot tell it from its neighbours), "no_samples" (no samples on its device),
-  /// "unknown" (recorded without the agent's account).
+  /// (the agent saw no launch call of it), "communication" (an NCCL kernel: never replayed,
+  /// it waits on the other ranks), "unmatched" (replayed, but no counters matched), "short" (too
+  /// little of it in the samples, or samples that cannot tell it from its neighbours), "no_samples"
+  /// (no samples on its device), "unknown" (recorded without the agent's account).
   std::string reason;
   std::string why;  ///< the reason in a sentence, with what to do
 };

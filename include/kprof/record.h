@@ -8,8 +8,20 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace kprof {
+
+/// Is this kernel name (mangled or demangled) a communication kernel: NCCL's (and RCCL's)
+/// collectives and point-to-point kernels ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)",
+/// "ncclKernel_...", "ncclSymDevKernel_..."), as Holistic Trace Analysis classifies them: a name
+/// beginning with "nccl" or holding "ncclKernel" or "ncclDevKernel". Shared by the agent (replay
+/// never replays one: it waits on the other ranks) and the analysis.
+inline bool IsCommKernelName(std::string_view n) {
+  if (n.rfind("void ", 0) == 0) n.remove_prefix(5);
+  return n.rfind("nccl", 0) == 0 || n.find("ncclKernel") != std::string_view::npos ||
+         n.find("ncclDevKernel") != std::string_view::npos;
+}
 
 /// File magic: the first 8 bytes of every kprof run file.
 inline constexpr char kFileMagic[8] = {'K', 'P', 'R', 'O', 'F', 'R', 'U', 'N'};

@@ -37,6 +37,9 @@ std::string Demangled(const char* name) {
 // before the first activity buffer arrives gets its kernels measured all the same; the tally then
 // adds the top N it learns, so at most 2N names are replayed).
 bool Selected(ReplayState& rs, const std::string& name) {
+  // A collective's kernel waits on the other ranks: replayed in one process alone it never ends
+  // (a 2-rank DDP job hung on its first NCCL kernel, H200). Never replayed, whatever selects it.
+  if (IsCommKernelName(name)) return false;
   auto it = rs.profiled.find(name);
   if (it != rs.profiled.end() && it->second >= g_set.launches) return false;
   if (g_set.use_regex || !g_set.named.empty()) {

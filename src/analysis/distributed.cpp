@@ -28,11 +28,7 @@ uint64_t UnionOf(const std::vector<Interval>& a, const std::vector<Interval>& b)
 
 }  // namespace
 
-bool IsCommKernel(std::string_view n) {
-  if (n.rfind("void ", 0) == 0) n.remove_prefix(5);
-  return n.rfind("nccl", 0) == 0 || n.find("ncclKernel") != std::string_view::npos ||
-         n.find("ncclDevKernel") != std::string_view::npos;
-}
+bool IsCommKernel(std::string_view n) { return IsCommKernelName(n); }
 
 std::string_view CollectiveOf(std::string_view n) {
   if (!IsCommKernel(n)) return {};

@@ -272,11 +272,11 @@ class ZooReport(unittest.TestCase):
 
     def test_empty_outputs(self):
         self.assertEqual(self.cell("bad", "capture"),
-                         "FAIL: empty output (no kernels in the JSON summary)")
+                         "FAIL: empty output (no kernels or graph launches in the JSON summary)")
         self.assertEqual(self.cell("bad", "html"), "FAIL: empty output (html.html is 0 bytes)")
         self.assertEqual(self.cell("odd", "html"), "FAIL: empty output (no html.html)")
         self.assertEqual(self.cell("odd", "sqlite"),
-                         "FAIL: empty output (no rows in CUPTI_ACTIVITY_KIND_KERNEL)")
+                         "FAIL: empty output (no rows in CUPTI_ACTIVITY_KIND_KERNEL or a graph table)")
 
     def test_coverage(self):
         # sampled: gemm_5 measured without a class, gemm_6 unmeasured, gemm_7, gemm_8 and
@@ -320,7 +320,7 @@ class ZooReport(unittest.TestCase):
     def test_malformed_shapes(self):
         self.assertEqual(self.cell("junk", "plain"), "pass")
         self.assertEqual(self.cell("junk", "default"),
-                         "FAIL: empty output (no kernels in the JSON summary)")
+                         "FAIL: empty output (no kernels or graph launches in the JSON summary)")
         self.assertEqual(self.cell("junk", "overhead loop_s"), "n/a")
         self.assertEqual(self.cell("junk", "top hint"), "n/a")
         self.assertTrue(self.cell("junk", "replay").startswith("FAIL"), self.cells["junk"])
@@ -441,6 +441,29 @@ class ZooMatrix(unittest.TestCase):
                              "FAIL: rc 139 (SIGSEGV), stderr: Segmentation fault")
             self.assertEqual(cells["hangy"]["default"], "FAIL: r1: timeout (hang, limit 2 s)")
             self.assertEqual(cells["hangy"]["stack"], "n/a")
+
+
+
+class GraphOnly(unittest.TestCase):
+    """A program whose kernels all run inside CUDA graphs has, in graph mode, graph launches and
+    no kernel: not an empty output (kernels/zoo_graphs_streams on an H200)."""
+
+    def test_graph_launches_are_output(self):
+        sys.path.insert(0, os.path.join(ROOT, "scripts"))
+        import zoo_report  # noqa: E402
+        with tempfile.TemporaryDirectory() as d:
+            doc = summary_doc([])
+            doc["summary"]["graphs"] = {"launches": 203, "gpu_ns": 396902873}
+            for rep in zoo_report.REPORTS:
+                with open(os.path.join(d, "default." + rep), "w") as f:
+                    json.dump(doc, f)
+            self.assertEqual(zoo_report.load_summary(d, "default")["summary"]["graphs"]["launches"],
+                             203)
+            doc["summary"]["graphs"]["launches"] = 0
+            with open(os.path.join(d, "default.json"), "w") as f:
+                json.dump(doc, f)
+            with self.assertRaises(zoo_report.Fail):
+                zoo_report.load_summary(d, "default")
 
 
 if __name__ == "__main__":
