@@ -112,8 +112,10 @@ def make_pages(c):
                     "--html", c.page("diff"), "--force"], stdout=subprocess.DEVNULL)
     report("counters-sampled", c.src("tests", "fixtures", "gpu", "counter_characters_sampled"))
     report("counters-replay", c.src("tests", "fixtures", "gpu", "counter_characters_replay"))
+    report("counters-unmeasured",
+           c.src("tests", "fixtures", "gpu", "launch_patterns_names_replay"))
     for n in ("default-run", "torch_nvtx", "hostile", "gen1m", "diff", "counters-sampled",
-              "counters-replay"):
+              "counters-replay", "counters-unmeasured"):
         check(os.path.getsize(c.page(n)) > 0, "page %s written" % n)
 
 
@@ -280,8 +282,18 @@ def test_counters(c):
         c.no_errors(name)
     c.load("default-run")
     none = c.browser.js("return !document.getElementById('counters-canvas') && "
-                        "!document.getElementById('roofline-canvas')")
+                        "!document.getElementById('roofline-canvas') && "
+                        "!document.getElementById('counters-unmeasured')")
     check(none, "default-run: no counter chart without counters")
+    # A top kernel replay did not measure is listed with why (launch_patterns names: the last
+    # of 24 queued names).
+    c.load("counters-unmeasured")
+    items = c.browser.js("var e = document.getElementById('counters-unmeasured');"
+                         "return e ? Array.from(e.querySelectorAll('li')).map("
+                         "function (li) { return li.textContent; }) : []")
+    check(len(items) == 1 and "named_stream<23>" in items[0] and "--metrics-from RUN" in items[0],
+          "counters-unmeasured: the kernel and why (%s)" % items)
+    c.no_errors("counters-unmeasured")
 
 
 def test_hostile(c):

@@ -255,7 +255,17 @@ void WriteCounters(JsonWriter& j, const Analysis& an, const Span& span, const Ht
     j.Obj().S("name", k.name).S("bound", BoundName(k.bound)).U("gpu_ns", k.gpu_ns);
     j.D("intensity", x).D("flops_per_s", y).EndObj();
   }
-  j.EndArr().EndObj().EndObj();
+  j.EndArr().EndObj();
+  // The top kernels no counter measured, and why (docs/counters.md, "Kernels not measured").
+  j.Key("unmeasured").Arr();
+  for (const UnmeasuredKernel& u : c.unmeasured)
+    j.Obj()
+        .S("name", u.name)
+        .D("share", u.share)
+        .U("launches", u.launches)
+        .S("why", u.why)
+        .EndObj();
+  j.EndArr().EndObj();
 }
 
 }  // namespace

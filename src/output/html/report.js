@@ -273,6 +273,18 @@
       drawCounters();
       window.addEventListener('resize', drawCounters);
     }
+    if (cs.unmeasured && cs.unmeasured.length) {
+      var box = el('div', 'chart');
+      box.id = 'counters-unmeasured';
+      box.appendChild(el('h3', null, 'Kernels the counters did not measure'));
+      var ul = el('ul');
+      cs.unmeasured.forEach(function (u) {
+        ul.appendChild(el('li', null, u.name + ' (' + (100 * u.share).toFixed(1) +
+          '% of kernel time, ' + u.launches + ' launches): ' + u.why));
+      });
+      box.appendChild(ul);
+      grid.appendChild(box);
+    }
     var roof = cs.roofline;
     if (roof.points.length && roof.peak_flops_per_s && roof.peak_dram_bytes_per_s) {
       var r = chartCanvas(grid, 'roofline-canvas', 'Roofline (replayed kernels; FP32 and DRAM roofs)');
