@@ -336,7 +336,10 @@ void SampledReason(const NameAcc& acc, uint64_t interval_ns, UnmeasuredKernel& u
         "from them; --metrics replay measures it, and a shorter --metrics-interval (100 us holds "
         "up) separates more";
   } else if (acc.error_unknown) {
-    u.why = "more kernel names than samples on its device: the samples cannot tell them apart";
+    u.why = fmt::format(
+        "its device ran more kernel names than the fit takes ({}) or than it has samples, and "
+        "no samples lie wholly inside its launches; --metrics replay measures it",
+        kMaxSampledColumns);
   } else {
     u.why = fmt::format(
         "the samples cannot tell it from the kernels beside it (standard error {:.0f} points, "

@@ -17,9 +17,9 @@ struct SampledLaunch {
   size_t column = 0;
   uint64_t start_ns = 0, end_ns = 0;
 };
-/// Above this many kernel names on a device, standard errors are not computed (and no name of
-/// that device is classified from samples).
-inline constexpr size_t kMaxSampledColumnsForErrors = 1500;
+/// Above this many kernel names on a device the samples are not fitted (the fit takes names^2
+/// memory and names^3 time): a name is classified only from samples wholly inside its launches.
+inline constexpr size_t kMaxSampledColumns = 1500;
 /// A name is classified from samples when it has kMinInsideSamples samples wholly inside its
 /// launches, or when its weight is at least kMinSampledWeight (one whole sample's worth of its
 /// time) and no percentage's standard error exceeds kMaxSampledError points.

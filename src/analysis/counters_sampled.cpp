@@ -50,6 +50,9 @@ Design MakeDesign(const std::vector<uint64_t>& t0, const std::vector<uint64_t>& 
     auto& m = by_sample[j];
     d.a.emplace_back(m.begin(), m.end());
   }
+  // Beyond this many names the fit (cols^2 memory, cols^3 time) is not made: only samples
+  // wholly inside a name's launches give it values.
+  if (cols > kMaxSampledColumns) return d;
   d.g.assign(cols * cols, 0.0);
   for (const auto& row : d.a)
     for (const auto& [c1, v1] : row)
@@ -83,7 +86,7 @@ Design MakeDesign(const std::vector<uint64_t>& t0, const std::vector<uint64_t>& 
       break;
     }
   }
-  if (!d.ok || cols > kMaxSampledColumnsForErrors) return d;
+  if (!d.ok) return d;
   d.inv_diag.assign(cols, 0.0);
   std::vector<double> e(cols);
   for (size_t c = 0; c < cols; ++c) {
@@ -160,20 +163,24 @@ std::vector<SampledFit> FitSamples(const std::vector<const CounterTrack*>& track
       }
     }
     const Design& d = (same || base == t) ? shared : own;
-    if (!d.ok || d.rows.empty()) continue;
-    std::vector<double> rhs(cols, 0.0);
-    for (size_t r = 0; r < d.rows.size(); ++r)
-      for (const auto& [c, v] : d.a[r]) rhs[c] += v * t->value[d.rows[r]];
-    std::vector<double> x = Solve(d, rhs);
-    double sse = 0;
-    for (size_t r = 0; r < d.rows.size(); ++r) {
-      double pred = 0;
-      for (const auto& [c, v] : d.a[r]) pred += v * x[c];
-      const double e = t->value[d.rows[r]] - pred;
-      sse += e * e;
+    if (d.rows.empty()) continue;
+    std::vector<double> x(cols, 0.0);
+    double sigma2 = kNotMeasured;
+    if (d.ok) {
+      std::vector<double> rhs(cols, 0.0);
+      for (size_t r = 0; r < d.rows.size(); ++r)
+        for (const auto& [c, v] : d.a[r]) rhs[c] += v * t->value[d.rows[r]];
+      x = Solve(d, rhs);
+      double sse = 0;
+      for (size_t r = 0; r < d.rows.size(); ++r) {
+        double pred = 0;
+        for (const auto& [c, v] : d.a[r]) pred += v * x[c];
+        const double e = t->value[d.rows[r]] - pred;
+        sse += e * e;
+      }
+      const double dof = static_cast<double>(d.rows.size()) - static_cast<double>(cols);
+      if (dof > 0) sigma2 = sse / dof;
     }
-    const double dof = static_cast<double>(d.rows.size()) - static_cast<double>(cols);
-    const double sigma2 = dof > 0 ? sse / dof : kNotMeasured;
     const bool pct = IsPercent(t->metric);
     // Samples wholly inside one name's launches: their mean, where there are enough of them,
     // rather than the fit (it needs no alignment of the samples' clock with the kernels').
@@ -190,6 +197,10 @@ std::vector<SampledFit> FitSamples(const std::vector<const CounterTrack*>& track
       if (inside_n[c] >= kMinInsideSamples) {
         AddMetric(f.values, t->metric, inside_sum[c] / static_cast<double>(inside_n[c]));
         f.inside = std::max(f.inside, inside_n[c]);
+        continue;
+      }
+      if (!d.ok) {  // no fit: not classified from partial samples
+        f.error_unknown = true;
         continue;
       }
       double v = std::max(0.0, x[c]);
@@ -217,7 +228,7 @@ std::vector<SampledFit> FitSamples(const std::vector<const CounterTrack*>& track
     ++n[l.column];
   }
   for (size_t c = 0; c < cols; ++c) fit[c].mean_ns = n[c] ? ns[c] / n[c] : 0;
-  if (base != nullptr && shared.ok)
+  if (base != nullptr)
     for (const auto& row : shared.a)
       for (const auto& [c, v] : row) {
         fit[c].weight += v;
