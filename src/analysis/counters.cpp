@@ -203,10 +203,7 @@ struct NameAcc {
   std::vector<uint64_t> durations;
   std::vector<std::string_view> raw;  // the names CUPTI gave it (mangled), per process
   bool on_sampled_device = false;
-  double best_weight = 0, best_error = 0;  // the best fit that was not good enough
-  bool error_unknown = false;
-  bool entangled = false;  // the fit could not tell it from names that ran in the same mix
-  bool too_short = false;  // launches shorter than kMinFittedNs on average
+  SampledFit best;  // of its fits that did not classify it, the one with most weight
 };
 
 // The agent's account of replay (meta counters_replay_account), summed by CUPTI's name.
@@ -319,23 +316,23 @@ void SampledReason(const NameAcc& acc, uint64_t interval_ns, UnmeasuredKernel& u
     return;
   }
   u.reason = "short";
-  if (acc.too_short && acc.best_weight >= kMinSampledWeight) {
+  const SampledFit& f = acc.best;
+  if (f.mean_ns < kMinFittedNs && f.weight >= kMinSampledWeight) {
     u.why = fmt::format(
         "its launches (median {}) are shorter than the {} PM sampling can fit (between such "
         "kernels the GPU's own launch work fills the samples); --metrics replay measures it",
         Micro(u.median_ns), Micro(kMinFittedNs));
-  } else if (acc.best_weight < kMinSampledWeight) {
+  } else if (f.weight < kMinSampledWeight) {
     u.why = fmt::format(
         "its launches (median {}) filled {:.2f} samples' worth of time, less than one; a "
         "shorter --metrics-interval{} or --metrics replay measures it",
-        Micro(u.median_ns), acc.best_weight,
-        interval_ns ? " than " + Micro(interval_ns) : std::string());
-  } else if (acc.entangled) {
+        Micro(u.median_ns), f.weight, interval_ns ? " than " + Micro(interval_ns) : std::string());
+  } else if (f.inflation > kMaxSampledInflation || f.out_of_range) {
     u.why =
         "it runs beside the same kernels within most samples, so GPU-wide samples cannot tell it "
         "from them; --metrics replay measures it, and a shorter --metrics-interval (100 us holds "
         "up) separates more";
-  } else if (acc.error_unknown) {
+  } else if (f.error_unknown) {
     u.why = fmt::format(
         "its device ran more kernel names than the fit takes ({}) or than it has samples, and "
         "no samples lie wholly inside its launches; --metrics replay measures it",
@@ -344,7 +341,7 @@ void SampledReason(const NameAcc& acc, uint64_t interval_ns, UnmeasuredKernel& u
     u.why = fmt::format(
         "the samples cannot tell it from the kernels beside it (standard error {:.0f} points, "
         "more than {:.0f}); --metrics replay measures it",
-        acc.best_error, kMaxSampledError);
+        f.max_error, kMaxSampledError);
   }
 }
 
@@ -495,12 +492,8 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
           acc.sampled_weight += x.weight;
           acc.sampled_launches += f.col_launches[c];
           acc.sampled_ns += f.col_ns[c];
-        } else if (x.weight >= acc.best_weight) {
-          acc.best_weight = x.weight;
-          acc.best_error = x.max_error;
-          acc.error_unknown = x.error_unknown;
-          acc.entangled = x.inflation > kMaxSampledInflation || x.out_of_range;
-          acc.too_short = x.mean_ns < kMinFittedNs;
+        } else if (x.weight >= acc.best.weight) {
+          acc.best = x;
         }
       }
     }

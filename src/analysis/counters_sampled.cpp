@@ -26,6 +26,22 @@ struct Design {
   bool ok = false;
 };
 
+// G^-1 b, from the Cholesky factor of G (lower triangle of `chol`).
+std::vector<double> Solve(const Design& d, std::vector<double> b) {
+  const size_t n = d.cols;
+  for (size_t i = 0; i < n; ++i) {
+    double s = b[i];
+    for (size_t p = 0; p < i; ++p) s -= d.chol[i * n + p] * b[p];
+    b[i] = s / d.chol[i * n + i];
+  }
+  for (size_t i = n; i-- > 0;) {
+    double s = b[i];
+    for (size_t p = i + 1; p < n; ++p) s -= d.chol[p * n + i] * b[p];
+    b[i] = s / d.chol[i * n + i];
+  }
+  return b;
+}
+
 Design MakeDesign(const std::vector<uint64_t>& t0, const std::vector<uint64_t>& t1,
                   const std::vector<SampledLaunch>& launches, size_t cols) {
   Design d;
@@ -88,39 +104,13 @@ Design MakeDesign(const std::vector<uint64_t>& t0, const std::vector<uint64_t>& 
   }
   if (!d.ok) return d;
   d.inv_diag.assign(cols, 0.0);
-  std::vector<double> e(cols);
-  for (size_t c = 0; c < cols; ++c) {
-    std::fill(e.begin(), e.end(), 0.0);
+  std::vector<double> e(cols, 0.0);
+  for (size_t c = 0; c < cols; ++c) {  // G^-1 e_c, of which only its c-th entry is kept
     e[c] = 1.0;
-    // G^-1 e_c, of which only its c-th entry is kept.
-    for (size_t i = 0; i < cols; ++i) {
-      double s = e[i];
-      for (size_t p = 0; p < i; ++p) s -= d.chol[i * cols + p] * e[p];
-      e[i] = s / d.chol[i * cols + i];
-    }
-    for (size_t i = cols; i-- > 0;) {
-      double s = e[i];
-      for (size_t p = i + 1; p < cols; ++p) s -= d.chol[p * cols + i] * e[p];
-      e[i] = s / d.chol[i * cols + i];
-    }
-    d.inv_diag[c] = e[c];
+    d.inv_diag[c] = Solve(d, e)[c];
+    e[c] = 0.0;
   }
   return d;
-}
-
-std::vector<double> Solve(const Design& d, std::vector<double> b) {
-  const size_t n = d.cols;
-  for (size_t i = 0; i < n; ++i) {
-    double s = b[i];
-    for (size_t p = 0; p < i; ++p) s -= d.chol[i * n + p] * b[p];
-    b[i] = s / d.chol[i * n + i];
-  }
-  for (size_t i = n; i-- > 0;) {
-    double s = b[i];
-    for (size_t p = i + 1; p < n; ++p) s -= d.chol[p * n + i] * b[p];
-    b[i] = s / d.chol[i * n + i];
-  }
-  return b;
 }
 
 constexpr double kWhollyInside = 0.9999;
