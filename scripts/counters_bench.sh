@@ -28,15 +28,11 @@ K=$BUILD/kernels
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
 NCU=${NCU:-$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)}
-# The metrics kprof replays (src/format/metrics.cpp, ReplayMetrics), and ncu's counterparts of
-# those PM sampling takes (SampledMetrics; scripts/counters_report.py's SAMPLED_COLUMNS), for ncu.
-METRICS=gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,\
-gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,\
-dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed,\
-sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,\
-sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,\
-sm__warps_active.avg.pct_of_peak_sustained_active,sm__sass_thread_inst_executed_op_ffma_pred_on.sum,\
-dram__bytes.sum,sm__inst_executed.avg.pct_of_peak_sustained_elapsed,\
+# The metrics kprof replays (scripts/ncu_metrics.sh), and ncu's counterparts of those PM
+# sampling takes (SampledMetrics; scripts/counters_report.py's SAMPLED_COLUMNS), for ncu.
+# shellcheck source=scripts/ncu_metrics.sh
+. "$(dirname "$0")/ncu_metrics.sh"
+METRICS=$NCU_REPLAY_METRICS,sm__inst_executed.avg.pct_of_peak_sustained_elapsed,\
 lts__t_sectors.avg.pct_of_peak_sustained_elapsed
 
 now() { date +%s.%N; }

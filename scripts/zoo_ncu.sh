@@ -11,18 +11,14 @@ set -uo pipefail
 : "${OUT:?set OUT to the output folder}"
 BUILD=${1:-build}
 ONLY=${2:-.}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 mkdir -p "$OUT"
 NCU=${NCU:-$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)}
 [ -n "$NCU" ] || { echo "ncu not found" >&2; exit 2; }
-# The metrics of scripts/counters_bench.sh (kprof's ReplayMetrics and their ncu names).
-METRICS=gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,\
-gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,\
-dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed,\
-sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,\
-sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,\
-sm__warps_active.avg.pct_of_peak_sustained_active,sm__sass_thread_inst_executed_op_ffma_pred_on.sum,\
-dram__bytes.sum
+# The metrics kprof replays, as ncu names them.
+# shellcheck source=scripts/ncu_metrics.sh
+. scripts/ncu_metrics.sh
+METRICS=$NCU_REPLAY_METRICS
 
 # name|kernel regex (ECMAScript for kprof, ncu's regex: for ncu)|command (few steps: one launch
 # of each kernel is measured)
