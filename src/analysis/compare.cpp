@@ -153,6 +153,12 @@ ItemDiff CompareItem(Section section, const std::string& name, const std::vector
     c.verdict = Verdict::Changed;
   MetricDiff t = CompareValues(time_metric, MetricKind::Time, Values(base, map, name, time),
                                Values(now, map, name, time), mode, opts);
+  // More launches of a kernel whose time fell (a reduction split in two, say) are a change in
+  // how the work is done, not a regression: the time is what the launches cost.
+  if (c.verdict == Verdict::Regression && t.verdict == Verdict::Improvement) {
+    c.verdict = Verdict::Changed;
+    c.reason += ", while its time fell";
+  }
   item.impact_ns = std::fabs(t.abs_change);
   item.verdict = Worse(c.verdict, t.verdict);
   const bool in_base = AnyHas(base, map, name);
@@ -180,6 +186,28 @@ void NotRecorded(const std::vector<RunDigest>& base, const std::vector<RunDigest
   d.reason = fmt::format("not compared (not recorded in {})", !in_base && !in_new ? "either"
                                                               : !in_base          ? "base"
                                                                                   : "new");
+}
+
+/// A run whose wall time fell, with no time figure worse, is faster: more kernels, memsets or
+/// bytes there say how the new run does its work (torch.compile splits a reduction in two), not
+/// that it regressed. Those counts become changes.
+void SubordinateCounts(std::vector<ItemDiff>& run) {
+  bool wall_fell = false;
+  for (const ItemDiff& i : run) {
+    const MetricDiff& m = i.metrics.front();
+    if (m.kind != MetricKind::Time) continue;
+    if (m.verdict == Verdict::Regression) return;
+    if (m.metric == "wall_ns" && m.verdict == Verdict::Improvement) wall_fell = true;
+  }
+  if (!wall_fell) return;
+  for (ItemDiff& i : run) {
+    MetricDiff& m = i.metrics.front();
+    if ((m.kind != MetricKind::Count && m.kind != MetricKind::Bytes) ||
+        m.verdict != Verdict::Regression)
+      continue;
+    m.verdict = i.verdict = Verdict::Changed;
+    m.reason += ", while the run's wall time fell";
+  }
 }
 
 void AddQualityWarnings(const std::vector<RunDigest>& runs, const char* side,
@@ -286,6 +314,7 @@ DiffResult Diff(const std::vector<RunDigest>& base, const std::vector<RunDigest>
     if (m.kind == MetricKind::Time) item.impact_ns = std::fabs(item.metrics.back().abs_change);
     r.run.push_back(std::move(item));
   }
+  SubordinateCounts(r.run);
 
   std::set<std::string> op_names, kernel_names, module_names;
   for (const auto* side : {&base, &now}) {
