@@ -7,6 +7,8 @@
 // them over many launches. See docs/counters.md, "PM sampling per kernel".
 #include <algorithm>
 #include <cmath>
+#include <deque>
+#include <string_view>
 #include <unordered_map>
 
 #include "analysis/counters.h"
@@ -42,8 +44,11 @@ std::vector<double> Solve(const Design& d, std::vector<double> b) {
   return b;
 }
 
+// `per_active`: the design of a metric averaged over the SMs' active cycles (occupancy: a
+// sample is the mix of the kernels that ran in it, whatever part of the interval they filled),
+// each row scaled to sum to 1.
 Design MakeDesign(const std::vector<uint64_t>& t0, const std::vector<uint64_t>& t1,
-                  const std::vector<SampledLaunch>& launches, size_t cols) {
+                  const std::vector<SampledLaunch>& launches, size_t cols, bool per_active) {
   Design d;
   d.cols = cols;
   std::unordered_map<size_t, std::unordered_map<size_t, double>> by_sample;
@@ -65,6 +70,10 @@ Design MakeDesign(const std::vector<uint64_t>& t0, const std::vector<uint64_t>& 
   for (size_t j : d.rows) {
     auto& m = by_sample[j];
     d.a.emplace_back(m.begin(), m.end());
+    if (!per_active) continue;
+    double sum = 0;
+    for (const auto& [c, v] : d.a.back()) sum += v;
+    for (auto& [c, v] : d.a.back()) v /= sum;
   }
   // Beyond this many names the fit (cols^2 memory, cols^3 time) is not made: only samples
   // wholly inside a name's launches give it values.
@@ -132,85 +141,115 @@ bool IsPercent(std::string_view metric) {
   }
 }
 
+// Whether a metric is a ratio over the SMs' active cycles rather than over the interval: a sample
+// of it is the mix of the kernels that ran in it, however long the SMs idled.
+bool PerActive(std::string_view metric) {
+  constexpr std::string_view kSuffix = ".pct_of_peak_sustained_active";
+  return metric.size() >= kSuffix.size() &&
+         metric.compare(metric.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+}
+
+// Fits one track's metric to `d` (`plain`'s rows, scaled for a per-active metric) and adds each
+// name's value to `fit`. The classification's gates (error, inflation, range) come from the
+// interval metrics; a per-active one (occupancy, which no class depends on) that the samples do
+// not determine is left unmeasured for that name instead.
+void FitTrack(const CounterTrack& t, const Design& plain, const Design& d, bool per_active,
+              std::vector<SampledFit>& fit) {
+  const size_t cols = fit.size();
+  std::vector<double> x(cols, 0.0);
+  double sigma2 = kNotMeasured;
+  if (d.ok) {
+    std::vector<double> rhs(cols, 0.0);
+    for (size_t r = 0; r < d.rows.size(); ++r)
+      for (const auto& [c, v] : d.a[r]) rhs[c] += v * t.value[d.rows[r]];
+    x = Solve(d, rhs);
+    double sse = 0;
+    for (size_t r = 0; r < d.rows.size(); ++r) {
+      double pred = 0;
+      for (const auto& [c, v] : d.a[r]) pred += v * x[c];
+      const double e = t.value[d.rows[r]] - pred;
+      sse += e * e;
+    }
+    const double dof = static_cast<double>(d.rows.size()) - static_cast<double>(cols);
+    if (dof > 0) sigma2 = sse / dof;
+  }
+  const bool pct = IsPercent(t.metric);
+  // Samples wholly inside one name's launches: their mean, where there are enough of them,
+  // rather than the fit (it needs no alignment of the samples' clock with the kernels').
+  std::vector<double> inside_sum(cols, 0.0);
+  std::vector<size_t> inside_n(cols, 0);
+  for (size_t r = 0; r < plain.rows.size(); ++r)
+    for (const auto& [c, v] : plain.a[r])
+      if (v >= kWhollyInside) {
+        inside_sum[c] += t.value[plain.rows[r]];
+        ++inside_n[c];
+      }
+  for (size_t c = 0; c < cols; ++c) {
+    SampledFit& f = fit[c];
+    if (inside_n[c] >= kMinInsideSamples) {
+      AddMetric(f.values, t.metric, inside_sum[c] / static_cast<double>(inside_n[c]));
+      f.inside = std::max(f.inside, inside_n[c]);
+      continue;
+    }
+    const bool known = d.ok && !d.inv_diag.empty() && Measured(sigma2);
+    if (per_active) {
+      if (!known) continue;
+      const double se = std::sqrt(sigma2 * std::max(0.0, d.inv_diag[c]));
+      if (se <= kMaxSampledError && x[c] >= -std::max(2 * se, 5.0) &&
+          (!pct || x[c] <= 100.0 + std::max(2 * se, 5.0)))
+        AddMetric(f.values, t.metric, pct ? std::clamp(x[c], 0.0, 100.0) : std::max(0.0, x[c]));
+      continue;
+    }
+    if (!d.ok) {  // no fit: not classified from partial samples
+      f.error_unknown = true;
+      continue;
+    }
+    double v = std::max(0.0, x[c]);
+    if (pct) v = std::min(v, 100.0);
+    AddMetric(f.values, t.metric, v);
+    if (!pct) continue;
+    if (!known) {
+      f.error_unknown = true;
+      continue;
+    }
+    const double se = std::sqrt(sigma2 * std::max(0.0, d.inv_diag[c]));
+    f.max_error = std::max(f.max_error, se);
+    // How much the other names' columns inflate this one's variance: names that always ran in
+    // the same proportions (interleaved launches) cannot be told apart, whatever the residual
+    // says.
+    f.inflation = std::max(f.inflation, d.inv_diag[c] * d.g[c * cols + c]);
+    // A fitted percentage far outside 0-100 says the mix is not what the samples hold.
+    if (x[c] > 100.0 + std::max(2 * se, 5.0) || x[c] < -std::max(2 * se, 5.0))
+      f.out_of_range = true;
+  }
+}
+
 }  // namespace
 
 std::vector<SampledFit> FitSamples(const std::vector<const CounterTrack*>& tracks,
                                    const std::vector<SampledLaunch>& launches, size_t cols) {
   std::vector<SampledFit> fit(cols);
   if (tracks.empty() || cols == 0) return fit;
-  // The tracks of a device share their sample times (each sample holds every metric); a track
-  // with times of its own gets a design of its own.
-  const CounterTrack* base = nullptr;
-  Design shared;
+  // The tracks of a device share their sample times (each sample holds every metric): one
+  // design per set of times and kind of metric.
+  struct Cached {
+    const CounterTrack* times;
+    bool per_active;
+    Design d;
+  };
+  std::deque<Cached> cache;
+  const auto design = [&](const CounterTrack* t, bool per_active) -> const Design& {
+    for (const Cached& c : cache)
+      if (c.per_active == per_active && c.times->t_ns == t->t_ns && c.times->end_ns == t->end_ns)
+        return c.d;
+    cache.push_back({t, per_active, MakeDesign(t->t_ns, t->end_ns, launches, cols, per_active)});
+    return cache.back().d;
+  };
   for (const CounterTrack* t : tracks) {
-    const bool same = base != nullptr && t->t_ns == base->t_ns && t->end_ns == base->end_ns;
-    Design own;
-    if (!same) {
-      own = MakeDesign(t->t_ns, t->end_ns, launches, cols);
-      if (base == nullptr) {
-        base = t;
-        shared = std::move(own);
-      }
-    }
-    const Design& d = (same || base == t) ? shared : own;
-    if (d.rows.empty()) continue;
-    std::vector<double> x(cols, 0.0);
-    double sigma2 = kNotMeasured;
-    if (d.ok) {
-      std::vector<double> rhs(cols, 0.0);
-      for (size_t r = 0; r < d.rows.size(); ++r)
-        for (const auto& [c, v] : d.a[r]) rhs[c] += v * t->value[d.rows[r]];
-      x = Solve(d, rhs);
-      double sse = 0;
-      for (size_t r = 0; r < d.rows.size(); ++r) {
-        double pred = 0;
-        for (const auto& [c, v] : d.a[r]) pred += v * x[c];
-        const double e = t->value[d.rows[r]] - pred;
-        sse += e * e;
-      }
-      const double dof = static_cast<double>(d.rows.size()) - static_cast<double>(cols);
-      if (dof > 0) sigma2 = sse / dof;
-    }
-    const bool pct = IsPercent(t->metric);
-    // Samples wholly inside one name's launches: their mean, where there are enough of them,
-    // rather than the fit (it needs no alignment of the samples' clock with the kernels').
-    std::vector<double> inside_sum(cols, 0.0);
-    std::vector<size_t> inside_n(cols, 0);
-    for (size_t r = 0; r < d.rows.size(); ++r)
-      for (const auto& [c, v] : d.a[r])
-        if (v >= kWhollyInside) {
-          inside_sum[c] += t->value[d.rows[r]];
-          ++inside_n[c];
-        }
-    for (size_t c = 0; c < cols; ++c) {
-      SampledFit& f = fit[c];
-      if (inside_n[c] >= kMinInsideSamples) {
-        AddMetric(f.values, t->metric, inside_sum[c] / static_cast<double>(inside_n[c]));
-        f.inside = std::max(f.inside, inside_n[c]);
-        continue;
-      }
-      if (!d.ok) {  // no fit: not classified from partial samples
-        f.error_unknown = true;
-        continue;
-      }
-      double v = std::max(0.0, x[c]);
-      if (pct) v = std::min(v, 100.0);
-      AddMetric(f.values, t->metric, v);
-      if (!pct) continue;
-      if (d.inv_diag.empty() || !Measured(sigma2)) {
-        f.error_unknown = true;
-        continue;
-      }
-      const double se = std::sqrt(sigma2 * std::max(0.0, d.inv_diag[c]));
-      f.max_error = std::max(f.max_error, se);
-      // How much the other names' columns inflate this one's variance: names that always ran
-      // in the same proportions (interleaved launches) cannot be told apart, whatever the
-      // residual says.
-      f.inflation = std::max(f.inflation, d.inv_diag[c] * d.g[c * cols + c]);
-      // A fitted percentage far outside 0-100 says the mix is not what the samples hold.
-      if (x[c] > 100.0 + std::max(2 * se, 5.0) || x[c] < -std::max(2 * se, 5.0))
-        f.out_of_range = true;
-    }
+    const bool per_active = PerActive(t->metric);
+    const Design& plain = design(t, false);
+    if (plain.rows.empty()) continue;
+    FitTrack(*t, plain, per_active ? design(t, true) : plain, per_active, fit);
   }
   std::vector<uint64_t> ns(cols, 0), n(cols, 0);
   for (const SampledLaunch& l : launches) {
@@ -218,12 +257,12 @@ std::vector<SampledFit> FitSamples(const std::vector<const CounterTrack*>& track
     ++n[l.column];
   }
   for (size_t c = 0; c < cols; ++c) fit[c].mean_ns = n[c] ? ns[c] / n[c] : 0;
-  if (base != nullptr)
-    for (const auto& row : shared.a)
-      for (const auto& [c, v] : row) {
-        fit[c].weight += v;
-        ++fit[c].samples;
-      }
+  // The weight: the first track's samples (every track of a device shares them).
+  for (const auto& row : design(tracks.front(), false).a)
+    for (const auto& [c, v] : row) {
+      fit[c].weight += v;
+      ++fit[c].samples;
+    }
   return fit;
 }
 

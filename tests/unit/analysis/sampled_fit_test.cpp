@@ -33,6 +33,47 @@ CounterTrack Track(const std::vector<SampledLaunch>& launches, const std::vector
   return t;
 }
 
+constexpr const char* kOccupancy = "sm__warps_active_realtime.avg.pct_of_peak_sustained_active";
+
+// Two kernels with idle time between them, sampled every 100 us, and an occupancy track: a ratio
+// over the SMs' active cycles, so each sample is the mix of the kernels that ran in it whatever
+// part of the interval they filled. Fitted like DRAM (as a share of the interval) it came out at
+// 2-4 times the kernels' value on eager PyTorch and kept them from being classified.
+TEST(SampledFit, ActiveCycleMetricsAreTheMixOfTheKernelsThatRan) {
+  std::vector<SampledLaunch> launches;
+  for (uint64_t k = 0; k < 2000; ++k) {
+    const uint64_t t0 = k * 170'000;
+    launches.push_back({0, t0, t0 + 30'000});
+    launches.push_back({1, t0 + 60'000, t0 + 100'000});
+  }
+  const uint64_t end = 2000 * 170'000, interval = 100'000;
+  const CounterTrack dram = Track(launches, {80.0, 10.0}, end, interval);
+  CounterTrack occupancy = dram;
+  occupancy.metric = kOccupancy;
+  const std::vector<double> rate = {40.0, 90.0};
+  for (size_t j = 0; j < occupancy.value.size(); ++j) {
+    double sum = 0, covered = 0;
+    for (const SampledLaunch& l : launches) {
+      const uint64_t lo = std::max(occupancy.t_ns[j], l.start_ns);
+      const uint64_t hi = std::min(occupancy.end_ns[j], l.end_ns);
+      if (hi <= lo) continue;
+      sum += rate[l.column] * static_cast<double>(hi - lo);
+      covered += static_cast<double>(hi - lo);
+    }
+    occupancy.value[j] = covered > 0 ? sum / covered : 0;
+  }
+  const std::vector<SampledFit> fit = FitSamples({&dram, &occupancy}, launches, 2);
+  ASSERT_EQ(fit.size(), 2u);
+  EXPECT_NEAR(fit[0].values.occupancy_pct, 40.0, 0.5);
+  EXPECT_NEAR(fit[1].values.occupancy_pct, 90.0, 0.5);
+  EXPECT_NEAR(fit[0].values.dram_pct, 80.0, 0.5);
+  EXPECT_NEAR(fit[1].values.dram_pct, 10.0, 0.5);
+  for (const SampledFit& f : fit) {
+    EXPECT_FALSE(f.out_of_range);
+    EXPECT_TRUE(f.Classified());
+  }
+}
+
 // Two kernels of 30 and 70 us, back to back every 130 us, sampled every 200 us: no sample lies
 // inside either, yet where the boundaries fall across 2000 launches tells them apart.
 TEST(SampledFit, ShortKernelsSharingSamplesAreToldApart) {
