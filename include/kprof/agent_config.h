@@ -28,7 +28,7 @@ struct AgentConfig {
   bool sampled = false;                ///< KPROF_METRICS has "sampled": PM sampling
   uint64_t metrics_top = 10;           ///< KPROF_METRICS_TOP (1..1000)
   uint64_t metrics_launches = 1;       ///< KPROF_METRICS_LAUNCHES (1..1000)
-  uint64_t metrics_interval_us = 200;  ///< KPROF_METRICS_INTERVAL_US (10..1,000,000)
+  uint64_t metrics_interval_us = 100;  ///< KPROF_METRICS_INTERVAL_US (10..1,000,000)
   std::string metrics_kernels;  ///< KPROF_METRICS_KERNELS: a regular expression, empty = top N
   std::string metrics_names;    ///< KPROF_METRICS_NAMES: a file of kernel names, empty = none
 

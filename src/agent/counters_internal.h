@@ -50,7 +50,7 @@ namespace kprof::agent::counters {
 // What the user asked for (set once, before any callback).
 struct Settings {
   bool sampled = false, replay = false;
-  uint64_t interval_ns = 200'000;
+  uint64_t interval_ns = 100'000;
   size_t top = 10;
   uint64_t launches = 1;  // per kernel name
   bool use_regex = false;

@@ -21,7 +21,7 @@ struct RunRequest {
   bool quiet = false, force = false;
   // --metrics: what was asked, the top N, and the names taken from --metrics-from.
   bool replay = false, sampled = false;
-  int metrics_top = 10, metrics_interval_us = 200, metrics_launches = 1;
+  int metrics_top = 10, metrics_interval_us = 100, metrics_launches = 1;
   std::string metrics_kernels;
   std::vector<std::string> metric_names;
   // Capture windows.

@@ -114,7 +114,7 @@ AgentConfig ReadAgentConfig(const Get& get, std::vector<ConfigProblem>& problems
           {"metrics", "unknown KPROF_METRICS entry '" + word + "' (sampled, replay)"});
     at = comma + 1;
   }
-  c.metrics_interval_us = Bounded(get, "KPROF_METRICS_INTERVAL_US", 10, 1'000'000, 200);
+  c.metrics_interval_us = Bounded(get, "KPROF_METRICS_INTERVAL_US", 10, 1'000'000, 100);
   c.metrics_top = Bounded(get, "KPROF_METRICS_TOP", 1, 1000, 10);
   c.metrics_launches = Bounded(get, "KPROF_METRICS_LAUNCHES", 1, 1000, 1);
   c.metrics_kernels = Value(get, "KPROF_METRICS_KERNELS");
