@@ -16,14 +16,14 @@ namespace kprof::agent::counters {
 constexpr size_t kHardwareBufferBytes = size_t{64} << 20;
 constexpr int kDecodePeriodMs = 50;
 
-// The counter data image holds what a decode period brings, ten times over: samples that do
+// The counter data image holds what a decode period brings, four times over: samples that do
 // not fit wait for the next round, and on the H100 a decode that filled the image lost the
-// samples of the next 15-17 ms (at 500 samples per image and a 100 us interval). At four periods
-// (2000 samples at 100 us) eager PyTorch programs on an H200 lost 1-3% of their samples in holes
-// of 15-37 ms, when the sampling thread was late.
+// samples of the next 15-17 ms (at 500 samples per image and a 100 us interval). Ten periods
+// (5000 samples at 100 us) made it worse: on an H200 the hardware buffer overflowed in 5 of 10
+// zoo workloads, where four periods lost 1-3% of the samples in holes and never overflowed.
 size_t SamplesPerDecode(uint64_t interval_ns) {
   const uint64_t per_period = uint64_t{kDecodePeriodMs} * 1'000'000 / interval_ns;
-  return static_cast<size_t>(std::clamp<uint64_t>(10 * per_period, 1000, 5000));
+  return static_cast<size_t>(std::clamp<uint64_t>(4 * per_period, 1000, 5000));
 }
 
 PmSampling& Sampling() {
