@@ -254,6 +254,16 @@ void ReplayReason(const NameAcc& acc, const std::map<std::string, ReplaySeen>& a
         acc.launches, acc.launches == 1 ? "" : "es");
     return;
   }
+  // The agent never replays a collective's kernel: it waits on the other ranks, and replayed in
+  // one process alone it never ends (a 2-rank DDP job hung on its first NCCL kernel).
+  if (std::any_of(acc.raw.begin(), acc.raw.end(),
+                  [](std::string_view raw) { return IsCommKernelName(raw); })) {
+    u.reason = "communication";
+    u.why =
+        "an NCCL kernel waits on the other ranks, so replaying it in one process would never end; "
+        "kprof never replays one";
+    return;
+  }
   ReplaySeen seen;
   bool found = false;
   for (std::string_view raw : acc.raw)
@@ -330,8 +340,7 @@ void SampledReason(const NameAcc& acc, uint64_t interval_ns, UnmeasuredKernel& u
   } else if (f.inflation > kMaxSampledInflation || f.out_of_range) {
     u.why =
         "it runs beside the same kernels within most samples, so GPU-wide samples cannot tell it "
-        "from them; --metrics replay measures it, and a shorter --metrics-interval (100 us holds "
-        "up) separates more";
+        "from them; --metrics replay measures it";
   } else if (f.error_unknown) {
     u.why = fmt::format(
         "its device ran more kernel names than the fit takes ({}) or than it has samples, and "
