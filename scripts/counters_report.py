@@ -70,6 +70,15 @@ def cost_table(path, column="wall_s", what="median wall s", heading=None):
     print()
 
 
+def base_name(name):
+    """A kernel's function name without its namespaces, template arguments and parameters, as
+    kprof (`void at::native::(anonymous namespace)::f<8, c10::BFloat16>(...)`) and ncu
+    (`void unnamed>::f<8, BFloat16>(...)`) both write it: `f`."""
+    name = name.replace("(anonymous namespace)", "anon").removeprefix("void ")
+    cut = min((i for i in (name.find("<"), name.find("(")) if i >= 0), default=len(name))
+    return name[:cut].rsplit("::", 1)[-1].strip()
+
+
 def ncu_table(json_path, csv_path, columns):
     with open(json_path) as f:
         kprof = {k["name"]: k for k in json.load(f)["counters"]["kernels"]}
@@ -86,6 +95,9 @@ def ncu_table(json_path, csv_path, columns):
     for name, k in kprof.items():
         row = next((r for n, r in ncu.items() if n.startswith(name.split("(")[0].rstrip("…"))),
                    None)
+        if row is None:  # ncu shortens names (`unnamed>::`, no `c10::`): the function's own name
+            same = [r for n, r in ncu.items() if base_name(n) == base_name(name)]
+            row = same[0] if len(same) == 1 else None
         if row is None:
             continue
         cells, gap = [], 0.0

@@ -6,7 +6,8 @@
 # with the metrics kprof replays, each on the first launch of that kernel; then
 # scripts/counters_report.py's comparison table per pair.
 #   OUT=DIR scripts/zoo_ncu.sh [BUILD=build] [PAIRS_REGEX=.]
-# Runs on a GPU machine with ncu (NCU=path to override); each pair takes two runs of its workload.
+# Runs on a GPU machine with ncu (NCU=path to override; NCU_ARGS=extra ncu options, such as
+# "--cache-control none"); each pair takes two runs of its workload.
 set -uo pipefail
 : "${OUT:?set OUT to the output folder}"
 BUILD=${1:-build}
@@ -25,6 +26,8 @@ METRICS=$NCU_REPLAY_METRICS
 PAIRS=(
   "cupy_sgemm|gemm|python3 examples/zoo/cupy_kernels.py --steps 2 --warmup 1"
   "cupy_axpby|axpby|python3 examples/zoo/cupy_kernels.py --steps 2 --warmup 1"
+  "cupy_sum|cupy_sum|python3 examples/zoo/cupy_kernels.py --steps 2 --warmup 1"
+  "cupy_stencil|zoo_stencil5|python3 examples/zoo/cupy_kernels.py --steps 2 --warmup 1"
   "triton_matmul|matmul_kernel|python3 examples/zoo/triton_kernels.py --steps 2 --warmup 1"
   "triton_layernorm|layernorm_kernel|python3 examples/zoo/triton_kernels.py --steps 2 --warmup 1"
   "nanogpt_softmax|cunn_SoftMaxForward|python3 examples/zoo/nanogpt_train.py --steps 2 --warmup 1"
@@ -41,7 +44,8 @@ for pair in "${PAIRS[@]}"; do
   "$BUILD/kprof" run --quiet --force --metrics replay --metrics-kernels "$regex" \
     --metrics-launches 1 -o "$d/replay" -- "${argv[@]}" > "$d/replay.log" 2>&1
   "$BUILD/kprof" report "$d/replay" --by kernel --format json > "$d/cc-replay.json" 2>> "$d/replay.log"
-  "$NCU" --clock-control none --csv --page raw --metrics "$METRICS" \
+  # shellcheck disable=SC2086  # NCU_ARGS: extra ncu options, split on blanks
+  "$NCU" --clock-control none ${NCU_ARGS:-} --csv --page raw --metrics "$METRICS" \
     --kernel-name "regex:$regex" --launch-count 1 "${argv[@]}" > "$d/ncu.csv" 2> "$d/ncu.log"
   python3 scripts/counters_report.py "$d" > "$d/table.md" 2>> "$d/replay.log"
   cat "$d/table.md"
