@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <map>
 #include <unordered_map>
@@ -206,38 +207,50 @@ struct NameAcc {
   SampledFit best;  // of its fits that did not classify it, the one with most weight
 };
 
-// The agent's account of replay (meta counters_replay_account), summed by CUPTI's name.
-struct ReplaySeen {
-  uint64_t replayed = 0, launches = 0, selected = 0, busy = 0, failed = 0, captured = 0;
+// One device's sampled launches as the columns of a fit: per kernel name, or per kernel name and
+// launch configuration (grid and block). A name launched on tensors of other sizes (one
+// element-wise kernel for a 4-byte fill and a 400 MB copy) is a different kernel to the samples:
+// one value per name did not fit them (fitted percentages outside 0-100 with errors of 0.5-3
+// points on eager PyTorch).
+struct SampledColumns {
+  std::vector<NameAcc*> accs;  // per column
+  std::vector<uint64_t> launches_n, ns;
+  std::vector<SampledLaunch> launches;
+  std::map<std::pair<const NameAcc*, std::array<uint32_t, 4>>, size_t> index;
+
+  void Add(NameAcc& acc, const std::array<uint32_t, 4>& config, const Record& k) {
+    auto [it, added] = index.try_emplace({&acc, config}, accs.size());
+    if (added) {
+      accs.push_back(&acc);
+      launches_n.push_back(0);
+      ns.push_back(0);
+    }
+    launches.push_back({it->second, k.start_ns, k.end_ns});
+    ++launches_n[it->second];
+    ns[it->second] += k.DurationNs();
+  }
 };
 
-void ReadReplayAccount(const std::string& meta, std::map<std::string, ReplaySeen>& out) {
-  size_t at = 0;
-  while (at < meta.size()) {
-    size_t nl = meta.find('\n', at);
-    if (nl == std::string::npos) nl = meta.size();
-    const std::string_view line(meta.data() + at, nl - at);
-    at = nl + 1;
-    // Counts, then the name (a name never starts with a digit); older lines have fewer counts.
-    uint64_t v[8] = {};
-    size_t pos = 0, fields = 0;
-    while (pos < line.size() && fields < 8) {
-      const size_t tab = line.find('\t', pos);
-      if (tab == std::string_view::npos) break;
-      const std::string_view f = line.substr(pos, tab - pos);
-      if (f.empty() || f.find_first_not_of("0123456789") != std::string_view::npos) break;
-      v[fields++] = std::strtoull(std::string(f).c_str(), nullptr, 10);
-      pos = tab + 1;
+// Fits `cols` to the device's tracks and adds each classified column to its name. With
+// `unclassified_only`, names a finer fit already classified are left as they are.
+void FitColumns(const SampledColumns& cols, const std::vector<const CounterTrack*>& tracks,
+                bool unclassified_only) {
+  if (unclassified_only && std::all_of(cols.accs.begin(), cols.accs.end(),
+                                       [](const NameAcc* a) { return a->sampled_weight > 0; }))
+    return;
+  const std::vector<SampledFit> fit = FitSamples(tracks, cols.launches, cols.accs.size());
+  for (size_t c = 0; c < cols.accs.size(); ++c) {
+    NameAcc& acc = *cols.accs[c];
+    if (unclassified_only && acc.sampled_weight > 0) continue;
+    const SampledFit& x = fit[c];
+    if (x.Classified()) {
+      acc.sampled.Add(x.values, x.weight);
+      acc.sampled_weight += x.weight;
+      acc.sampled_launches += cols.launches_n[c];
+      acc.sampled_ns += cols.ns[c];
+    } else if (x.weight >= acc.best.weight) {
+      acc.best = x;
     }
-    if (fields < 6 || pos >= line.size()) continue;
-    if (fields == 6) v[6] = v[5], v[5] = 0;  // recorded before `captured`
-    ReplaySeen& s = out[std::string(line.substr(pos))];
-    s.replayed += v[0];
-    s.launches += v[1];
-    s.selected += v[2];
-    s.busy += v[3];
-    s.failed += v[4];
-    s.captured += v[5];
   }
 }
 
@@ -448,12 +461,10 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
     }
     out.replayed_launches += replayed.size();
 
-    // PM sampling per device: a column per kernel name, and the launches to fit.
+    // PM sampling per device: columns per kernel name and launch configuration, then per name
+    // for the names those did not classify.
     struct DeviceFit {
-      std::vector<NameAcc*> columns;
-      std::unordered_map<const NameAcc*, size_t> column_of;
-      std::vector<SampledLaunch> launches;
-      std::vector<uint64_t> col_launches, col_ns;
+      SampledColumns by_config, by_name;
     };
     std::map<uint16_t, DeviceFit> fits;
     for (size_t i = 0; i < pt.acts.size(); ++i) {
@@ -479,32 +490,14 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
       if (device_tracks.count(k.device) == 0) continue;
       acc.on_sampled_device = true;
       DeviceFit& f = fits[k.device];
-      auto [col, added] = f.column_of.try_emplace(&acc, f.columns.size());
-      if (added) {
-        f.columns.push_back(&acc);
-        f.col_launches.push_back(0);
-        f.col_ns.push_back(0);
-      }
-      f.launches.push_back({col->second, k.start_ns, k.end_ns});
-      ++f.col_launches[col->second];
-      f.col_ns[col->second] += dur;
+      f.by_config.Add(acc, {k.a, k.b, k.c, k.d}, k);
+      f.by_name.Add(acc, {}, k);
     }
     for (auto& [device, f] : fits) {
       std::vector<const CounterTrack*> tracks;
       for (size_t ti : device_tracks[device]) tracks.push_back(&out.tracks[ti]);
-      const std::vector<SampledFit> fit = FitSamples(tracks, f.launches, f.columns.size());
-      for (size_t c = 0; c < f.columns.size(); ++c) {
-        NameAcc& acc = *f.columns[c];
-        const SampledFit& x = fit[c];
-        if (x.Classified()) {
-          acc.sampled.Add(x.values, x.weight);
-          acc.sampled_weight += x.weight;
-          acc.sampled_launches += f.col_launches[c];
-          acc.sampled_ns += f.col_ns[c];
-        } else if (x.weight >= acc.best.weight) {
-          acc.best = x;
-        }
-      }
+      FitColumns(f.by_config, tracks, false);
+      FitColumns(f.by_name, tracks, true);
     }
   }
   for (std::string_view name : order) {

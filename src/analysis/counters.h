@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -59,6 +61,17 @@ struct SampledFit {
             max_error <= kMaxSampledError && inflation <= kMaxSampledInflation && !out_of_range);
   }
 };
+
+/// The agent's account of replay for one kernel name (meta counters_replay_account, written by
+/// src/agent/counters_replay.cpp): its launches replayed, seen, chosen, skipped because another
+/// thread was replaying, failed, and made into a stream capture.
+struct ReplaySeen {
+  uint64_t replayed = 0, launches = 0, selected = 0, busy = 0, failed = 0, captured = 0;
+};
+
+/// Adds the account in `meta` (one line per name: the counts, tab-separated, then the name) to
+/// `out`, summed by CUPTI's name; lines of an older agent (six counts) are read too.
+void ReadReplayAccount(const std::string& meta, std::map<std::string, ReplaySeen>& out);
 
 /// Fits every column's values to one device's tracks (`cols` kernel names).
 std::vector<SampledFit> FitSamples(const std::vector<const CounterTrack*>& tracks,
