@@ -79,6 +79,32 @@ uint64_t ClaimUncovered(Hint& h, const std::vector<NsInterval>& busy, uint64_t s
   return n;
 }
 
+const Record* ReadbackBefore(const ProcessTimeline& p, const Gap& g) {
+  if (g.wait_ns == 0 || g.next == 0 || g.next >= p.acts.size()) return nullptr;
+  if (p.acts[g.next]->Kind() != RecordKind::Kernel) return nullptr;
+  // The activity that ends the busy interval before the gap: among the few that started last.
+  for (size_t i = g.next, looked = 0; i-- > 0 && looked < 8; ++looked) {
+    const Record& a = *p.acts[i];
+    if (a.end_ns != g.start_ns) continue;
+    const bool readback = a.Kind() == RecordKind::Memcpy &&
+                          static_cast<CopyKind>(a.flags) == CopyKind::DtoH &&
+                          a.bytes < kSmallCopyBytes;
+    return readback ? &a : nullptr;
+  }
+  return nullptr;
+}
+
+bool ReadbacksPriced(const RuleContext& c) {
+  uint64_t n = 0, ns = 0;
+  for (const ProcessTimeline& p : c.timeline.processes)
+    for (const Gap& g : p.gaps)
+      if (g.launch_ns() && ReadbackBefore(p, g) != nullptr) {
+        ++n;
+        ns += g.launch_ns();
+      }
+  return n >= kMinReadbacks && PctOf(ns, c.wall) >= kEmitPct;
+}
+
 void ClaimGapPart(Hint& h, const ProcessTimeline& p, const Gap& g, uint64_t skip, uint64_t len) {
   // The gap's time outside alloc/free calls, walked from its start.
   detail::ForEachUncovered(p.alloc_calls, g.start_ns, g.end_ns, [&](uint64_t from, uint64_t to) {

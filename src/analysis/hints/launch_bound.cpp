@@ -12,9 +12,12 @@ std::optional<Hint> LaunchBound(const RuleContext& c) {
   uint64_t gaps = 0, compiled_gaps = 0, compiled_ns = 0;
   std::vector<uint64_t> gap_len, kernel_ns, launch_ns;
   Tally ops;
+  const bool readbacks = ReadbacksPriced(c);
   for (const ProcessTimeline& p : c.timeline.processes) {
     for (const Gap& g : p.gaps) {
-      if (!g.launch_ns()) continue;
+      // After a per-step read-back the next launch starts from an empty queue whatever the
+      // launch rate: sync-readback's, and a CUDA graph could not hold the copy.
+      if (!g.launch_ns() || (readbacks && ReadbackBefore(p, g) != nullptr)) continue;
       h.est_saving_ns += g.launch_ns();
       ClaimGapPart(h, p, g, g.explained_ns(), g.rest_ns);
       ++gaps;

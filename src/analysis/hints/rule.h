@@ -4,9 +4,10 @@
 // The catalogue, with the thresholds and the reasoning behind every estimate, is docs/hints.md;
 // keep the two in step.
 //
-// Five rules price GPU idle time: excessive-sync, host-work-after-sync, launch-bound,
-// gpu-idle-gaps and shape-setup. They read one classification of the idle gaps (Gap in
-// kprof/timeline.h). A gap's rest goes to one of launch-bound, gpu-idle-gaps and shape-setup
+// Six rules price GPU idle time: excessive-sync, host-work-after-sync, launch-bound,
+// sync-readback, gpu-idle-gaps and shape-setup. They read one classification of the idle gaps (Gap
+// in kprof/timeline.h). A gap's rest goes to one of launch-bound (or sync-readback, after a
+// per-step read-back), gpu-idle-gaps and shape-setup
 // and never overlaps what a wait (excessive-sync) or the host work after it
 // (host-work-after-sync) explains; those two are two fixes for the same idle time and may
 // overlap each other. Estimates of other rules can overlap too (a small copy's call and a gap);
@@ -89,6 +90,17 @@ uint64_t ClaimUncovered(Hint& h, const std::vector<NsInterval>& busy, uint64_t s
 /// Claims `len` ns of gap `g`, beginning `skip` ns into the gap's time outside alloc/free calls
 /// (which alloc-churn claims): a gap's parts lie in the order wait, host work, rest.
 void ClaimGapPart(Hint& h, const ProcessTimeline& p, const Gap& g, uint64_t skip, uint64_t len);
+
+/// The per-step read-back before gap `g`: the device-to-host copy smaller than kSmallCopyBytes
+/// that ends where the gap begins, when a host wait was released inside the gap (a synchronous
+/// cudaMemcpy, or `.item()`: an async copy and a stream synchronize) and the gap ends at a kernel.
+/// Null otherwise. sync-readback prices such gaps; launch-bound leaves them to it.
+const Record* ReadbackBefore(const ProcessTimeline& p, const Gap& g);
+/// Fewer read-backs than this are a result read once, not a per-step pattern.
+inline constexpr uint64_t kMinReadbacks = 20;
+/// Whether sync-readback prices the run's read-back gaps (kMinReadbacks of them or more, together
+/// above the emit floor); launch-bound prices them otherwise, so that no gap goes unpriced.
+bool ReadbacksPriced(const RuleContext& c);
 
 /// Per-key count and time, printed most costly first.
 struct Tally {

@@ -115,6 +115,22 @@ Run SyncCopyRun() {
   return b.Build();
 }
 
+// `steps` x: a 2 us kernel, then its 4-byte result read back with a synchronous cudaMemcpy (the
+// call waits 2 us for the kernel, the copy takes 2 us, the call returns 2 us later), and the next
+// step's launch 2 us after that: 10 us of GPU idle before each kernel but the first, 2 us of it
+// the wait's.
+Run ReadbackRun(uint64_t steps = 200) {
+  TraceBuilder b;
+  for (uint64_t i = 0; i < steps; ++i) {
+    const uint64_t t = B + i * 15'000;
+    b.Launch("tiny_step", t, t + 5'000, t + 6'000, t + 8'000);
+    const uint32_t c = b.Api("cudaMemcpy", t + 5'000, t + 13'000);
+    b.Memcpy(CopyKind::DtoH, MemKind::Device, MemKind::Pageable, 4, t + 9'000, t + 11'000, c,
+             false);
+  }
+  return b.Build();
+}
+
 // One pinned 64 MiB copy in 1.6 ms, then ten pageable 64 MiB copies of 6 ms each.
 Run PageableRun() {
   TraceBuilder b;
@@ -326,6 +342,7 @@ struct Scenario {
 const std::vector<Scenario>& Scenarios() {
   static const std::vector<Scenario> s = {{"launch-bound", LaunchBoundRun},
                                           {"excessive-sync", ExcessiveSyncRun},
+                                          {"sync-readback", [] { return ReadbackRun(); }},
                                           {"host-work-after-sync", HostAfterWaitRun},
                                           {"sync-copy", SyncCopyRun},
                                           {"pageable-memcpy", PageableRun},
@@ -373,6 +390,27 @@ TEST(Hints, ExcessiveSyncIsTopAndSplitsGapsWithLaunchBound) {
   ASSERT_NE(lb, nullptr);
   EXPECT_EQ(lb->est_saving_ns, 99u * 20'000);           // the rest of each gap
   EXPECT_EQ(Find(r, "host-work-after-sync"), nullptr);  // 40 us after the wait: launching
+}
+
+// The loop of issue 33: launch-bound priced it and advised a CUDA graph, which cannot hold a
+// synchronous copy; the round trip is the cause, and reading back less often the fix.
+TEST(Hints, PerStepReadBackIsItsOwnCauseNotLaunchBound) {
+  Result r = Compute(ReadbackRun());
+  ASSERT_FALSE(r.hints.empty());
+  const Hint& h = r.hints.front();
+  EXPECT_EQ(h.id, "sync-readback");
+  EXPECT_EQ(h.est_saving_ns, 199u * 8'000);  // each gap less the 2 us the wait explains
+  EXPECT_EQ(h.severity, Severity::Critical);
+  EXPECT_TRUE(EvidenceMentions(h, "199 device-to-host copies of at most 4 B"));
+  EXPECT_EQ(h.fix_cuda.find("cudaGraph"), std::string::npos);
+  EXPECT_NE(h.fix_pytorch.find(".item()"), std::string::npos);
+  EXPECT_EQ(Find(r, "launch-bound"), nullptr);  // no other launch gap
+  // Ten read-backs are not a per-step pattern: launch-bound keeps their gaps.
+  Result few = Compute(ReadbackRun(10));
+  EXPECT_EQ(Find(few, "sync-readback"), nullptr);
+  const Hint* lb = Find(few, "launch-bound");
+  ASSERT_NE(lb, nullptr);
+  EXPECT_EQ(lb->est_saving_ns, 9u * 8'000);
 }
 
 TEST(Hints, HostWorkAfterSyncIsTopAndOverlapsTheWaitOnlyOnce) {
@@ -826,7 +864,7 @@ TEST(Hints, EveryRuleIsExercised) {
 
 TEST(Hints, IdsAndSeverityNames) {
   const auto& ids = HintIds();
-  EXPECT_EQ(ids.size(), 18u);
+  EXPECT_EQ(ids.size(), 19u);
   EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size());
   EXPECT_STREQ(SeverityName(Severity::Info), "info");
   EXPECT_STREQ(SeverityName(Severity::Warning), "warning");
