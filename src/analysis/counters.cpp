@@ -231,27 +231,45 @@ struct SampledColumns {
   }
 };
 
-// Fits `cols` to the device's tracks and adds each classified column to its name. With
-// `unclassified_only`, names a finer fit already classified are left as they are.
-void FitColumns(const SampledColumns& cols, const std::vector<const CounterTrack*>& tracks,
-                bool unclassified_only) {
-  if (unclassified_only && std::all_of(cols.accs.begin(), cols.accs.end(),
-                                       [](const NameAcc* a) { return a->sampled_weight > 0; }))
-    return;
-  const std::vector<SampledFit> fit = FitSamples(tracks, cols.launches, cols.accs.size());
-  for (size_t c = 0; c < cols.accs.size(); ++c) {
-    NameAcc& acc = *cols.accs[c];
-    if (unclassified_only && acc.sampled_weight > 0) continue;
-    const SampledFit& x = fit[c];
-    if (x.Classified()) {
-      acc.sampled.Add(x.values, x.weight);
-      acc.sampled_weight += x.weight;
-      acc.sampled_launches += cols.launches_n[c];
-      acc.sampled_ns += cols.ns[c];
-    } else if (x.weight >= acc.best.weight) {
-      acc.best = x;
-    }
+// Adds a fitted column to its name: its values where it is classified, else as the name's best
+// unclassifying fit (for the reason the report gives).
+void AddColumn(NameAcc& acc, const SampledFit& x, uint64_t launches, uint64_t ns) {
+  if (x.Classified()) {
+    acc.sampled.Add(x.values, x.weight);
+    acc.sampled_weight += x.weight;
+    acc.sampled_launches += launches;
+    acc.sampled_ns += ns;
+  } else if (x.weight >= acc.best.weight) {
+    acc.best = x;
   }
+}
+
+// Fits one device's samples per name and launch configuration. A name whose classified
+// configurations hold at least half of its time on this device takes them; the others are
+// fitted once more as one column per name (a class from a minority of a name's time is not the
+// name's).
+void FitDevice(const SampledColumns& by_config, const SampledColumns& by_name,
+               const std::vector<const CounterTrack*>& tracks) {
+  const std::vector<SampledFit> fine =
+      FitSamples(tracks, by_config.launches, by_config.accs.size());
+  std::unordered_map<const NameAcc*, std::pair<uint64_t, uint64_t>> cover;  // classified, all
+  for (size_t c = 0; c < by_config.accs.size(); ++c) {
+    auto& [classified, all] = cover[by_config.accs[c]];
+    all += by_config.ns[c];
+    if (fine[c].Classified()) classified += by_config.ns[c];
+  }
+  const auto fine_enough = [&](const NameAcc* acc) {
+    const auto& [classified, all] = cover[acc];
+    return classified > 0 && 2 * classified >= all;
+  };
+  for (size_t c = 0; c < by_config.accs.size(); ++c)
+    if (fine_enough(by_config.accs[c]))
+      AddColumn(*by_config.accs[c], fine[c], by_config.launches_n[c], by_config.ns[c]);
+  if (std::all_of(by_name.accs.begin(), by_name.accs.end(), fine_enough)) return;
+  const std::vector<SampledFit> coarse = FitSamples(tracks, by_name.launches, by_name.accs.size());
+  for (size_t c = 0; c < by_name.accs.size(); ++c)
+    if (!fine_enough(by_name.accs[c]))
+      AddColumn(*by_name.accs[c], coarse[c], by_name.launches_n[c], by_name.ns[c]);
 }
 
 std::string Micro(uint64_t ns) { return fmt::format("{:.1f} us", static_cast<double>(ns) / 1e3); }
@@ -496,8 +514,7 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
     for (auto& [device, f] : fits) {
       std::vector<const CounterTrack*> tracks;
       for (size_t ti : device_tracks[device]) tracks.push_back(&out.tracks[ti]);
-      FitColumns(f.by_config, tracks, false);
-      FitColumns(f.by_name, tracks, true);
+      FitDevice(f.by_config, f.by_name, tracks);
     }
   }
   for (std::string_view name : order) {

@@ -38,34 +38,33 @@ TEST(CountersUnmeasured, NcclKernelsAreNamedAsCommunication) {
   EXPECT_NE(u->why.find("other ranks"), std::string::npos) << u->why;
 }
 
-// One kernel name launched in two configurations that behave differently (a 20 us 1-block fill
-// right before a neighbour, and a 60 us 1000-block copy alone), sampled every 100 us. Fitted per
-// configuration, the name's value is the time-weighted mean of its two and the neighbour's is
-// exact; fitted as one column per name it came out at DRAM 85.6% (not 68.75%), and the
-// neighbour's at 20.9% (not 40%).
-TEST(CountersSampled, ANameIsFittedPerLaunchConfiguration) {
-  constexpr const char* kSm = "sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed";
-  constexpr const char* kDram = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
-  struct Piece {
-    uint64_t start, end;
-    uint32_t grid;
-    double sm, dram;
-    const char* name;
-  };
-  const Piece period[] = {{0, 20'000, 1, 10, 5, "k"},
-                          {20'000, 80'000, 132, 60, 40, "n"},
-                          {110'000, 170'000, 1000, 20, 90, "k"}};
-  constexpr uint64_t kPeriod = 230'000, kN = 2000, kInterval = 100'000;
+constexpr const char* kSm = "sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed";
+constexpr const char* kDram = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
+
+struct Piece {
+  uint64_t start, end;
+  uint32_t grid;
+  double sm, dram;
+  const char* name;
+};
+
+// `steps` periods of `period` laid out as `pieces` (times within the period), sampled every
+// 100 us; `dram_of(step, piece)` gives a piece's DRAM value in that step (its sm is fixed).
+template <class DramOf>
+CounterSummary Sampled(const std::vector<Piece>& pieces, uint64_t period, uint64_t steps,
+                       DramOf dram_of) {
+  constexpr uint64_t kInterval = 100'000, kT0 = 1'000'000;
   test::TraceBuilder b;
   std::vector<Piece> all;
-  for (uint64_t i = 0; i < kN; ++i)
-    for (const Piece& p : period) {
-      const uint64_t t = 1'000'000 + i * kPeriod;
+  for (uint64_t i = 0; i < steps; ++i)
+    for (size_t j = 0; j < pieces.size(); ++j) {
+      const Piece& p = pieces[j];
+      const uint64_t t = kT0 + i * period;
       b.Launch(1, t + p.start - 5'000, p.name, t + p.start, t + p.end);
       b.t.records.back().a = p.grid;
-      all.push_back({t + p.start, t + p.end, p.grid, p.sm, p.dram, p.name});
+      all.push_back({t + p.start, t + p.end, p.grid, p.sm, dram_of(i, j), p.name});
     }
-  for (uint64_t s = 1'000'000; s + kInterval <= 1'000'000 + kN * kPeriod; s += kInterval) {
+  for (uint64_t s = kT0; s + kInterval <= kT0 + steps * period; s += kInterval) {
     double sm = 0, dram = 0;
     for (const Piece& p : all) {
       const uint64_t lo = std::max(s, p.start), hi = std::min(s + kInterval, p.end);
@@ -83,10 +82,29 @@ TEST(CountersSampled, ANameIsFittedPerLaunchConfiguration) {
   b.t.meta["counters"] = "sampled";
   kprof::Run run;
   run.processes.push_back(b.t);
-  const CounterSummary s = SummarizeCounters(BuildTimeline(run));
-  const KernelCounters* k = nullptr;
-  const KernelCounters* n = nullptr;
-  for (const KernelCounters& c : s.kernels) (c.name == "k" ? k : n) = &c;
+  return SummarizeCounters(BuildTimeline(run));
+}
+
+const KernelCounters* Measured(const CounterSummary& s, const std::string& name) {
+  for (const KernelCounters& c : s.kernels)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+// One kernel name launched in two configurations that behave differently (a 20 us 1-block fill
+// right before a neighbour, and a 60 us 1000-block copy alone), sampled every 100 us. Fitted per
+// configuration, the name's value is the time-weighted mean of its two and the neighbour's is
+// exact; fitted as one column per name it came out at DRAM 85.6% (not 68.75%), and the
+// neighbour's at 20.9% (not 40%).
+TEST(CountersSampled, ANameIsFittedPerLaunchConfiguration) {
+  const std::vector<Piece> period = {{0, 20'000, 1, 10, 5, "k"},
+                                     {20'000, 80'000, 132, 60, 40, "n"},
+                                     {110'000, 170'000, 1000, 20, 90, "k"}};
+  constexpr uint64_t kN = 2000;
+  const CounterSummary s =
+      Sampled(period, 230'000, kN, [&](uint64_t, size_t j) { return period[j].dram; });
+  const KernelCounters* k = Measured(s, "k");
+  const KernelCounters* n = Measured(s, "n");
   ASSERT_NE(k, nullptr);
   ASSERT_NE(n, nullptr);
   EXPECT_EQ(k->source, CounterSource::Sampled);
