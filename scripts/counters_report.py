@@ -93,11 +93,12 @@ def ncu_table(json_path, csv_path, columns):
           " | largest gap (pp) |")
     print("|---|---|" + "---|" * len(columns) + "---|")
     for name, k in kprof.items():
-        row = next((r for n, r in ncu.items() if n.startswith(name.split("(")[0].rstrip("…"))),
-                   None)
-        if row is None:  # ncu shortens names (`unnamed>::`, no `c10::`): the function's own name
-            same = [r for n, r in ncu.items() if base_name(n) == base_name(name)]
-            row = same[0] if len(same) == 1 else None
+        # ncu shortens names (`unnamed>::`, no `c10::`): the function's own name, where one row
+        # has it; else the longest prefix before the parameters.
+        same = [r for n, r in ncu.items() if base_name(n) == base_name(name)]
+        row = same[0] if len(same) == 1 else next(
+            (r for n, r in ncu.items() if base_name(n) == base_name(name) and
+             n.startswith(name.split("(")[0].rstrip("…"))), None)
         if row is None:
             continue
         cells, gap = [], 0.0
