@@ -19,8 +19,10 @@ namespace kprof {
 /// never replays one: it waits on the other ranks) and the analysis.
 inline bool IsCommKernelName(std::string_view n) {
   if (n.rfind("void ", 0) == 0) n.remove_prefix(5);
+  // CUPTI gives mangled names (`_Z39ncclDevKernel_…`, `_Z…ncclSymDevKernel_…`): matched inside.
   return n.rfind("nccl", 0) == 0 || n.find("ncclKernel") != std::string_view::npos ||
-         n.find("ncclDevKernel") != std::string_view::npos;
+         n.find("ncclDevKernel") != std::string_view::npos ||
+         n.find("ncclSymDevKernel") != std::string_view::npos;
 }
 
 /// File magic: the first 8 bytes of every kprof run file.

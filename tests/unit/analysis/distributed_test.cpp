@@ -87,6 +87,10 @@ TEST(CommKernels, NcclNamesOfEveryVersionAreCommunication) {
       IsCommKernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, "
                    "ncclWork*)"));
   EXPECT_TRUE(IsCommKernel("ncclSymDevKernel_AllReduce_AGxLL_R_sum_f32"));
+  // As CUPTI names them to the agent (mangled): never replayed.
+  EXPECT_TRUE(IsCommKernel(
+      "_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE"));
+  EXPECT_TRUE(IsCommKernel("_Z42ncclSymDevKernel_AllReduce_AGxLL_R_sum_f3219ncclSymDevArgs"));
   EXPECT_TRUE(IsCommKernel("void ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)"));
   EXPECT_FALSE(IsCommKernel("ampere_sgemm_128x64_nn"));
   EXPECT_FALSE(IsCommKernel("void at::native::vectorized_elementwise_kernel<4, nccl_like>"));
