@@ -9,7 +9,6 @@
 namespace kprof::hints {
 
 std::optional<Hint> SyncReadback(const RuleContext& c) {
-  if (!ReadbacksPriced(c)) return std::nullopt;
   Hint h;
   uint64_t n = 0, bytes = 0;
   std::vector<uint64_t> gap_len;
@@ -28,7 +27,8 @@ std::optional<Hint> SyncReadback(const RuleContext& c) {
       ops.Add(api != nullptr ? p.OpOf(api) : std::string("(no op)"), g.launch_ns());
     }
   }
-  if (!Price(h, c)) return std::nullopt;
+  // The same test as ReadbacksPriced (launch-bound's), made on the sums taken here.
+  if (n < kMinReadbacks || !Price(h, c)) return std::nullopt;
   h.summary = fmt::format(
       "GPU idle {} of the steady state after {} small read-backs: each waits for the GPU, and "
       "the next kernel is launched onto an empty queue",
