@@ -1,6 +1,6 @@
-// Hardware counters: the metric catalogue, the classification, and the values per
-// kernel name from a run's KernelMetric (replay) and CounterSample (PM sampling) records.
-// See kprof/counters.h and docs/counters.md.
+// Hardware counters: the values per kernel name from a run's KernelMetric (replay) and
+// CounterSample (PM sampling) records, and the top names not measured (the classification is in
+// counters_classify.cpp). See kprof/counters.h and docs/counters.md.
 #include "analysis/counters.h"
 
 #include <fmt/format.h>
@@ -12,74 +12,6 @@
 #include <unordered_map>
 
 namespace kprof {
-
-const char* BoundName(Bound b) {
-  switch (b) {
-    case Bound::Compute:
-      return "compute";
-    case Bound::Memory:
-      return "memory";
-    case Bound::Latency:
-      return "latency";
-    case Bound::Mixed:
-      return "mixed";
-    case Bound::Unknown:
-      break;
-  }
-  return "";
-}
-
-const char* CounterSourceName(CounterSource s) {
-  switch (s) {
-    case CounterSource::Replay:
-      return "replay";
-    case CounterSource::Sampled:
-      return "sampled";
-    case CounterSource::None:
-      break;
-  }
-  return "";
-}
-
-Bound Classify(const CounterValues& v) {
-  const double mem = MemoryPct(v);
-  if (!Measured(v.sm_pct) || !Measured(mem)) return Bound::Unknown;
-  // The SM side: its throughput, or its tensor pipes' where higher (PM sampling's SM figure
-  // counts instructions issued, of which a tensor-core GEMM issues few; replay's SM throughput
-  // already takes the pipes into account).
-  const double compute = Measured(v.tensor_pct) ? std::max(v.sm_pct, v.tensor_pct) : v.sm_pct;
-  // Nsight Compute's SOL rule: both below 60% of peak is a latency issue; 10 points or more
-  // apart, the higher one bounds the kernel.
-  if (compute < kHighThroughputPct && mem < kHighThroughputPct) return Bound::Latency;
-  if (std::abs(compute - mem) >= kBalancedPct)
-    return compute > mem ? Bound::Compute : Bound::Memory;
-  // Balanced: the SM's busiest pipe against the memory system outside the SM (DRAM, L2). The
-  // memory throughput counts L1 and shared memory too, which a tensor-core GEMM keeps as busy
-  // as its tensor pipes.
-  double outside = kNotMeasured;
-  for (double x : {v.dram_pct, v.l2_pct})
-    if (Measured(x)) outside = Measured(outside) ? std::max(outside, x) : x;
-  if (!Measured(outside)) outside = mem;
-  return compute >= outside ? Bound::Compute : Bound::Memory;
-}
-
-double KernelCounters::Intensity() const {
-  return Measured(values.flops) && Measured(values.dram_bytes) && values.dram_bytes > 0
-             ? values.flops / values.dram_bytes
-             : kNotMeasured;
-}
-
-double KernelCounters::FlopsPerSecond() const {
-  return Measured(values.flops) && launches > 0 && gpu_ns > 0
-             ? values.flops * static_cast<double>(launches) / (static_cast<double>(gpu_ns) * 1e-9)
-             : kNotMeasured;
-}
-
-const KernelCounters* CounterSummary::Find(std::string_view kernel) const {
-  for (const KernelCounters& k : kernels)
-    if (k.name == kernel) return &k;
-  return nullptr;
-}
 
 std::vector<CounterTrack> CounterTracks(const ProcessTrace& p) {
   std::vector<CounterTrack> tracks;
@@ -229,6 +161,28 @@ struct SampledColumns {
     ++launches_n[it->second];
     ns[it->second] += k.DurationNs();
   }
+
+  /// The same launches with one column per name (each name's configurations merged).
+  SampledColumns ByName() const {
+    SampledColumns out;
+    std::unordered_map<const NameAcc*, size_t> column_of;
+    std::vector<size_t> merged(accs.size());
+    for (size_t c = 0; c < accs.size(); ++c) {
+      auto [it, added] = column_of.try_emplace(accs[c], out.accs.size());
+      if (added) {
+        out.accs.push_back(accs[c]);
+        out.launches_n.push_back(0);
+        out.ns.push_back(0);
+      }
+      merged[c] = it->second;
+      out.launches_n[it->second] += launches_n[c];
+      out.ns[it->second] += ns[c];
+    }
+    out.launches.reserve(launches.size());
+    for (const SampledLaunch& l : launches)
+      out.launches.push_back({merged[l.column], l.start_ns, l.end_ns});
+    return out;
+  }
 };
 
 // Adds a fitted column to its name: its values where it is classified, else as the name's best
@@ -248,8 +202,7 @@ void AddColumn(NameAcc& acc, const SampledFit& x, uint64_t launches, uint64_t ns
 // configurations hold at least half of its time on this device takes them; the others are
 // fitted once more as one column per name (a class from a minority of a name's time is not the
 // name's).
-void FitDevice(const SampledColumns& by_config, const SampledColumns& by_name,
-               const std::vector<const CounterTrack*>& tracks) {
+void FitDevice(const SampledColumns& by_config, const std::vector<const CounterTrack*>& tracks) {
   const std::vector<SampledFit> fine =
       FitSamples(tracks, by_config.launches, by_config.accs.size());
   std::unordered_map<const NameAcc*, std::pair<uint64_t, uint64_t>> cover;  // classified, all
@@ -265,7 +218,8 @@ void FitDevice(const SampledColumns& by_config, const SampledColumns& by_name,
   for (size_t c = 0; c < by_config.accs.size(); ++c)
     if (fine_enough(by_config.accs[c]))
       AddColumn(*by_config.accs[c], fine[c], by_config.launches_n[c], by_config.ns[c]);
-  if (std::all_of(by_name.accs.begin(), by_name.accs.end(), fine_enough)) return;
+  if (std::all_of(by_config.accs.begin(), by_config.accs.end(), fine_enough)) return;
+  const SampledColumns by_name = by_config.ByName();
   const std::vector<SampledFit> coarse = FitSamples(tracks, by_name.launches, by_name.accs.size());
   for (size_t c = 0; c < by_name.accs.size(); ++c)
     if (!fine_enough(by_name.accs[c]))
@@ -481,10 +435,7 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
 
     // PM sampling per device: columns per kernel name and launch configuration, then per name
     // for the names those did not classify.
-    struct DeviceFit {
-      SampledColumns by_config, by_name;
-    };
-    std::map<uint16_t, DeviceFit> fits;
+    std::map<uint16_t, SampledColumns> fits;
     for (size_t i = 0; i < pt.acts.size(); ++i) {
       const Record& k = *pt.acts[i];
       if (k.Kind() != RecordKind::Kernel) continue;
@@ -507,14 +458,12 @@ CounterSummary SummarizeCounters(const Timeline& tl) {
       }
       if (device_tracks.count(k.device) == 0) continue;
       acc.on_sampled_device = true;
-      DeviceFit& f = fits[k.device];
-      f.by_config.Add(acc, {k.a, k.b, k.c, k.d}, k);
-      f.by_name.Add(acc, {}, k);
+      fits[k.device].Add(acc, {k.a, k.b, k.c, k.d}, k);
     }
     for (auto& [device, f] : fits) {
       std::vector<const CounterTrack*> tracks;
       for (size_t ti : device_tracks[device]) tracks.push_back(&out.tracks[ti]);
-      FitDevice(f.by_config, f.by_name, tracks);
+      FitDevice(f, tracks);
     }
   }
   for (std::string_view name : order) {
