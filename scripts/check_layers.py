@@ -15,7 +15,7 @@ import re
 import sys
 
 LAYER_OF_HEADER = {
-    "record.h": "format", "trace.h": "format", "agent_config.h": "format", "metrics.h": "format",
+    "record.h": "format", "trace.h": "format", "agent_config.h": "format", "self_cost.h": "format", "metrics.h": "format",
     "progress.h": "format", "utf8.h": "format",
     "analysis.h": "analysis", "timeline.h": "analysis", "hints.h": "analysis",
     "compare.h": "analysis", "counters.h": "analysis", "distributed.h": "analysis",

@@ -13,6 +13,7 @@ DEST=${2:-.carry/build}
 rm -rf "$DEST"
 mkdir -p "$DEST/kernels" "$DEST/tests"
 cp -a "$BUILD/kprof" "$BUILD/libkprof_agent.so" "$BUILD/python" "$DEST/"
+[ -f "$BUILD/kprof-calibrate" ] && cp -a "$BUILD/kprof-calibrate" "$DEST/"
 [ -f "$BUILD/libkprof_floor_agent.so" ] && cp -a "$BUILD/libkprof_floor_agent.so" "$DEST/"
 find "$BUILD/kernels" -maxdepth 1 -type f -perm -u+x -exec cp -a {} "$DEST/kernels/" \;
 cp -a "$BUILD/tests/kprof_gpu_tests" "$DEST/tests/"

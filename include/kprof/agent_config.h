@@ -31,6 +31,9 @@ struct AgentConfig {
   uint64_t metrics_interval_us = 100;  ///< KPROF_METRICS_INTERVAL_US (10..1,000,000)
   std::string metrics_kernels;  ///< KPROF_METRICS_KERNELS: a regular expression, empty = top N
   std::string metrics_names;    ///< KPROF_METRICS_NAMES: a file of kernel names, empty = none
+  /// KPROF_SELF_COST: kprof's own cost per event on this machine (kprof/self_cost.h's text),
+  /// written into the meta for the analysis; empty = not measured.
+  std::string self_cost;
 
   bool operator==(const AgentConfig&) const = default;
 };

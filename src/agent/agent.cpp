@@ -146,6 +146,8 @@ MetaList StartMeta(const std::string& rank) {
   m.emplace_back("graph_trace", a.graph_level ? "graph" : "node");
   // What `kprof run --pytorch` asked Python programs to add (src/pytorch); absent: not asked.
   if (!a.pytorch.empty()) m.emplace_back("pytorch", a.pytorch);
+  // kprof's own cost per event, measured by kprof run (kprof/self_cost.h); absent: not measured.
+  if (!a.self_cost.empty()) m.emplace_back("self_cost", a.self_cost);
   m.emplace_back("agent_version", KPROF_VERSION);
   m.emplace_back("agent_tid", std::to_string(OsThreadId()));
   if (!a.subscriber_error.empty()) m.emplace_back("subscriber_error", a.subscriber_error);
@@ -176,6 +178,7 @@ int Initialize() {
   a.graph_level = cfg.graph_trace != "node";
   if (Knobs().flush_ms != 0) a.flush_period_ms = static_cast<int>(Knobs().flush_ms);
   a.pytorch = cfg.pytorch;
+  a.self_cost = cfg.self_cost;
   std::string rank = FirstEnv({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});
   mkdir(dir.c_str(), 0755);  // usually made by the launcher; EEXIST is fine
   const std::string stem =

@@ -99,6 +99,7 @@ struct Agent {
   // the application's threads, waiting for the writer (which interns their names).
   bool graph_level = true;  // KPROF_GRAPH_TRACE: graph (one record per launch) | node
   std::string pytorch;      // KPROF_PYTORCH: what kprof run asked Python programs to add
+  std::string self_cost;    // KPROF_SELF_COST: kprof's cost per event here, for the meta
   struct SideRecord {
     Record rec;
     std::string name;  // kernel name of a GraphNode record, interned by the writer

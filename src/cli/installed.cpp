@@ -38,6 +38,10 @@ std::string FindPythonDir() {
   return file.empty() ? file : fs::path(file).parent_path().string();
 }
 
+std::string FindCalibrator() {
+  return FindInstalled({"kprof-calibrate", "../libexec/kprof/kprof-calibrate"});
+}
+
 std::string FindAgent(bool* from_env) {
   if (from_env != nullptr) *from_env = false;
   if (const char* env = std::getenv("KPROF_AGENT"); env && *env) {

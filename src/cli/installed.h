@@ -11,6 +11,9 @@ std::string SelfDir();
 /// The agent: $KPROF_AGENT, else libkprof_agent.so next to the kprof executable, else ../lib/;
 /// "" when none. `from_env` (optional) says whether $KPROF_AGENT gave it.
 std::string FindAgent(bool* from_env = nullptr);
+/// kprof-calibrate (kprof's cost per event, src/calibrate): next to the kprof executable, else
+/// ../libexec/kprof/; "" when none.
+std::string FindCalibrator();
 /// The PyTorch layer's folder (holding sitecustomize.py): $KPROF_PYTHON_DIR, else python/ next
 /// to the kprof executable, else ../share/kprof/python; "" when none.
 std::string FindPythonDir();

@@ -129,6 +129,11 @@ std::optional<int> ParseRunRequest(const std::vector<std::string>& args, RunRequ
                  "first CUDA context, whichever is later (without --capture: one window, from the "
                  "start or the --delay)")
       ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--calibrate", r.calibrate,
+                 "kprof's own cost per event on this machine, taken out of the priced idle time: "
+                 "auto = measured once a day (about 5 s, then cached), fresh = measured now, off = "
+                 "not taken out (docs/hints.md, \"kprof's own cost\")")
+      ->check(CLI::IsMember({"auto", "fresh", "off"}));
   app.add_option("--repeat", r.repeat, "Run the program N times (DIR/rep1..repN), for kprof diff")
       ->check(CLI::Range(1, 1000));
   app.add_flag("-q,--quiet", r.quiet, "Print no report (the run is still saved)");

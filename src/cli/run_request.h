@@ -17,6 +17,7 @@ struct RunRequest {
   std::vector<std::string> program;  ///< PROGRAM ARGS...
   std::string out_dir;               ///< -o (default runs/<date-time>)
   std::string kinds, graph_trace = "graph", pytorch = "auto";
+  std::string calibrate = "auto";  ///< --calibrate: kprof's own cost per event (cli/calibrate.h)
   int repeat = 1;
   bool quiet = false, force = false;
   // --metrics: what was asked, the top N, and the names taken from --metrics-from.

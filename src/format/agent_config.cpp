@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kprof/self_cost.h"
+
 namespace kprof {
 namespace {
 
@@ -43,7 +45,8 @@ const std::vector<std::string_view>& AgentConfigNames() {
       "KPROF_DELAY_MS",         "KPROF_DURATION_MS",
       "KPROF_METRICS",          "KPROF_METRICS_TOP",
       "KPROF_METRICS_LAUNCHES", "KPROF_METRICS_INTERVAL_US",
-      "KPROF_METRICS_KERNELS",  "KPROF_METRICS_NAMES"};
+      "KPROF_METRICS_KERNELS",  "KPROF_METRICS_NAMES",
+      "KPROF_SELF_COST"};
   return names;
 }
 
@@ -68,6 +71,7 @@ std::vector<std::string> AgentEnvironment(const AgentConfig& c) {
   if (c.duration_ms > 0) env.push_back("KPROF_DURATION_MS=" + std::to_string(c.duration_ms));
   env.push_back("KPROF_GRAPH_TRACE=" + c.graph_trace);
   if (!c.pytorch.empty()) env.push_back("KPROF_PYTORCH=" + c.pytorch);
+  if (!c.self_cost.empty()) env.push_back("KPROF_SELF_COST=" + c.self_cost);
   return env;
 }
 
@@ -119,6 +123,11 @@ AgentConfig ReadAgentConfig(const Get& get, std::vector<ConfigProblem>& problems
   c.metrics_launches = Bounded(get, "KPROF_METRICS_LAUNCHES", 1, 1000, 1);
   c.metrics_kernels = Value(get, "KPROF_METRICS_KERNELS");
   c.metrics_names = Value(get, "KPROF_METRICS_NAMES");
+  if (const std::string cost = Value(get, "KPROF_SELF_COST"); ParseSelfCost(cost))
+    c.self_cost = cost;
+  else if (!cost.empty())
+    problems.push_back({"agent", "ignoring KPROF_SELF_COST=" + cost +
+                                     " (launch_ns=N;api_ns=N;range_ns=N;source=TEXT)"});
   return c;
 }
 

@@ -46,6 +46,7 @@ TEST(AgentConfig, WhatTheLauncherWritesIsWhatTheAgentReads) {
   configs[1].capture = "nvtx:train step";
   configs[1].capture_count = 3;
   configs[1].duration_ms = 250;
+  configs[1].self_cost = "launch_ns=2350.0;api_ns=620.5;range_ns=240.0;source=calibrated x";
   configs[2].output_dir = "/runs/c";
   configs[2].replay = true;
   configs[2].metrics_top = 4;
@@ -79,7 +80,8 @@ TEST(AgentConfig, WhatTheLauncherWritesIsWhatTheAgentReads) {
 TEST(AgentConfig, WhatCannotBeReadIsNamedAndLeftAtItsDefault) {
   const Env env({"KPROF_CAPTURE=nvtx:", "KPROF_CAPTURE_COUNT=0", "KPROF_DELAY_MS=1s",
                  "KPROF_DURATION_MS=20", "KPROF_METRICS=replay,flops", "KPROF_GRAPH_TRACE=nodes",
-                 "KPROF_METRICS_TOP=5000"});
+                 "KPROF_METRICS_TOP=5000",
+                 "KPROF_SELF_COST=launch_ns=-1;api_ns=1;range_ns=1;source="});
   std::vector<ConfigProblem> problems;
   const AgentConfig c = ReadAgentConfig(env.Get(), problems);
   EXPECT_EQ(c.capture, "");
@@ -90,6 +92,7 @@ TEST(AgentConfig, WhatCannotBeReadIsNamedAndLeftAtItsDefault) {
   EXPECT_FALSE(c.sampled);
   EXPECT_EQ(c.graph_trace, "graph");
   EXPECT_EQ(c.metrics_top, 10u);  // out of its range: the default, as the counters read it
+  EXPECT_EQ(c.self_cost, "");
   std::vector<std::string> said;
   for (const ConfigProblem& p : problems) said.push_back(p.area + ": " + p.message);
   EXPECT_EQ(said, (std::vector<std::string>{
@@ -97,7 +100,9 @@ TEST(AgentConfig, WhatCannotBeReadIsNamedAndLeftAtItsDefault) {
                       "capture: KPROF_DELAY_MS=1s is not milliseconds",
                       "capture: KPROF_CAPTURE_COUNT=0 is not a positive count",
                       "capture: KPROF_CAPTURE=nvtx: is not nvtx:NAME or cuda-profiler-api",
-                      "metrics: unknown KPROF_METRICS entry 'flops' (sampled, replay)"}));
+                      "metrics: unknown KPROF_METRICS entry 'flops' (sampled, replay)",
+                      "agent: ignoring KPROF_SELF_COST=launch_ns=-1;api_ns=1;range_ns=1;source= "
+                      "(launch_ns=N;api_ns=N;range_ns=N;source=TEXT)"}));
 }
 
 TEST(AgentConfig, DiagnosticKnobsAreApartFromTheSettings) {
