@@ -169,6 +169,12 @@ struct RunSummary {
   std::string capture;
   uint64_t capture_windows = 0;
   std::string capture_problem;
+  /// kprof's own cost (docs/hints.md, "kprof's own cost"): what was taken out of the priced idle
+  /// gaps for it, over all processes; the figures per event of the first process that had them
+  /// (all processes of one kprof run share them); processes recorded without them.
+  uint64_t self_cost_ns = 0;
+  std::optional<SelfCost> self_cost;
+  uint64_t self_cost_unmeasured = 0;
   std::vector<StreamBusy> streams;
   std::vector<DeviceInfo> devices;
 };

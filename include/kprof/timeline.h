@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -26,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "kprof/self_cost.h"
 #include "kprof/trace.h"
 
 namespace kprof {
@@ -105,6 +107,9 @@ struct ProcessIndex : RangeForest {
   RangeForest modules;        ///< nn.Module calls ("kprof.module:" ranges)
   RangeForest sources;        ///< the program's source line of a torch call ("kprof.src:")
   std::string pytorch_added;  ///< what the PyTorch layer added ("auto:ops,modules"), or ""
+  /// What the PyTorch layer costs per op call and per module call, as it measured at import
+  /// (0 when not measured): kprof's own cost (docs/hints.md).
+  double pytorch_op_ns = 0, pytorch_module_ns = 0;
   /// Autograd: per op range, the backward node it runs in (a range directly inside
   /// "autograd::engine::evaluate_function: ..."; the node's own index for the node), -1 outside
   /// backward. Empty when the process ran no backward.
@@ -285,6 +290,11 @@ struct ProcessTimeline {
   /// (docs/counters.md).
   std::vector<NsInterval> replays;
   std::vector<HostWait> waits;
+  /// kprof's own cost per event in this recording (meta `self_cost`; kprof/self_cost.h), when
+  /// it was measured, and what was taken out of the priced gaps' rest for it (docs/hints.md,
+  /// "kprof's own cost").
+  std::optional<SelfCost> self_cost;
+  uint64_t self_cost_ns = 0;
   /// Display name (demangled, "(unnamed)" for none) of each string id used by a kernel; null for
   /// other ids. Equal names of all processes share one address.
   std::vector<const std::string*> kernel_names;

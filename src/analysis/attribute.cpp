@@ -2,6 +2,7 @@
 // the launching thread when the call began. Kernels replayed from a CUDA graph carry the
 // correlation id of the graph launch, so they land in the ranges around cudaGraphLaunch.
 #include <algorithm>
+#include <charconv>
 #include <unordered_map>
 
 #include "kprof/analysis.h"
@@ -213,7 +214,24 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
     } else if (StartsWith(name, kSourceRangePrefix)) {
       ix.sources.ranges.push_back(r);
     } else if (StartsWith(name, kPyTorchMarkPrefix)) {
-      ix.pytorch_added = name.substr(kPyTorchMarkPrefix.size());
+      // "MODE:ADDED[;op_ns=N;module_ns=N]": what it added and what that costs per call.
+      std::string_view added = name.substr(kPyTorchMarkPrefix.size());
+      const size_t semi = added.find(';');
+      ix.pytorch_added = added.substr(0, semi);
+      for (size_t at = semi; at != std::string_view::npos && at < added.size();) {
+        const size_t end = added.find(';', at + 1);
+        const std::string_view kv = added.substr(
+            at + 1, end == std::string_view::npos ? std::string_view::npos : end - at - 1);
+        const size_t eq = kv.find('=');
+        double v = 0;
+        if (eq != std::string_view::npos &&
+            std::from_chars(kv.data() + eq + 1, kv.data() + kv.size(), v).ec == std::errc() &&
+            v >= 0 && v < 1e6) {
+          if (kv.substr(0, eq) == "op_ns") ix.pytorch_op_ns = v;
+          if (kv.substr(0, eq) == "module_ns") ix.pytorch_module_ns = v;
+        }
+        at = end;
+      }
     } else {
       ix.ranges.push_back(r);
     }

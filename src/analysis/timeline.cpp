@@ -10,6 +10,7 @@
 
 #include "analysis/graphs.h"
 #include "analysis/intervals.h"
+#include "analysis/self_cost.h"
 #include "kprof/analysis.h"
 
 namespace kprof {
@@ -421,6 +422,7 @@ Timeline BuildTimeline(const Run& run) {
     BusyAndGaps(t);
     HostWaits(p, t);
     ClassifyGaps(t);
+    detail::TakeOutSelfCost(t);
     // Kernel display names, as the views show them, once per name.
     t.kernel_names.assign(p.strings.size(), nullptr);
     t.unnamed = &*tl.names->insert("(unnamed)").first;

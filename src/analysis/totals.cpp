@@ -147,6 +147,13 @@ void RunTotals::BeginProcess(const ProcessPass& pp) {
   S.missing_timestamps += p.stats.missing_timestamps;
   if (!pp.ix.pytorch_added.empty()) S.pytorch_added = pp.ix.pytorch_added;
   if (auto py = p.meta.find("pytorch"); py != p.meta.end()) S.pytorch_mode = py->second;
+  // kprof's own cost taken out of the priced gaps (docs/hints.md, "kprof's own cost").
+  if (pp.t.self_cost) {
+    S.self_cost_ns += pp.t.self_cost_ns;
+    if (!S.self_cost) S.self_cost = pp.t.self_cost;
+  } else {
+    ++S.self_cost_unmeasured;
+  }
 }
 
 void RunTotals::Note(const ProcessPass&, const Record& r) {

@@ -477,6 +477,12 @@ std::vector<std::pair<std::string, std::string>> TotalsLines(const RunSummary& s
     line("wall time", FormatDuration(s.wall_ns));
   }
   if (hint_base_ns > 0) line("steady state", SteadyStateText(s.wall_ns, hint_base_ns));
+  if (s.self_cost)  // docs/hints.md, "kprof's own cost"
+    line("kprof's own cost",
+         fmt::format("{} taken out of the priced idle time ({:.2f} us a launch, {:.2f} us a call, "
+                     "{:.2f} us a range; {})",
+                     FormatDuration(s.self_cost_ns), s.self_cost->launch_ns / 1e3,
+                     s.self_cost->api_ns / 1e3, s.self_cost->range_ns / 1e3, s.self_cost->source));
   line("GPU busy", fmt::format("{}{} ({:.1f}% of {}wall; idle {})", FormatDuration(s.gpu_busy_ns),
                                report_dist::GpusNote(s), s.utilisation * 100,
                                s.gpus > 1 ? "their " : "", FormatDuration(s.gpu_idle_ns)));

@@ -194,6 +194,13 @@ ordered_json SummaryJson(const RunSummary& s) {
   if (!s.capture.empty())
     j["capture"] = {
         {"trigger", s.capture}, {"windows", s.capture_windows}, {"problem", s.capture_problem}};
+  // kprof's own cost per event and what was taken out of the priced idle time for it (docs/
+  // hints.md, "kprof's own cost"); absent when the run was recorded without the figures.
+  if (s.self_cost)
+    j["self_cost"] = {
+        {"taken_out_ns", s.self_cost_ns}, {"launch_ns", s.self_cost->launch_ns},
+        {"api_ns", s.self_cost->api_ns},  {"range_ns", s.self_cost->range_ns},
+        {"source", s.self_cost->source},  {"processes_without", s.self_cost_unmeasured}};
   // Only for PyTorch runs (kprof run --pytorch, or autograd ranges in the recording).
   if (!s.pytorch_mode.empty() || !s.pytorch_added.empty() || s.backward_linked_ns)
     j["pytorch"] = {{"mode", s.pytorch_mode},

@@ -36,6 +36,49 @@ class _State:
     enabled_on = None  # the thread id where kprof's op ranges are on (None: off)
     suspended = False  # the program turned its own profiler on over kprof's
     announced = False
+    op_ns = 0  # what this layer adds to one aten op call, to one nn.Module call (_Probe)
+    module_ns = 0
+
+
+class _Probe:
+    """Times a cheap op and a cheap module call on the CPU (the best of a few rounds): before
+    and after the layer is installed, the difference is its cost per op and per module call.
+    Taken at import, before CUDA starts, so that the ranges it makes are not recorded (and not
+    at all when CUDA has started already)."""
+
+    ROUNDS, CALLS = 3, 1000
+
+    def __init__(self, torch):
+        import time
+
+        # Once CUDA has started (another library started it before torch was imported), the
+        # agent is loaded and would record the probe's ranges as the program's: no probe then.
+        with open("/proc/self/maps") as maps:
+            if "libkprof_agent" in maps.read():
+                raise RuntimeError("CUDA already started")
+
+        self.clock = time.perf_counter_ns
+        self.x = torch.zeros(1)
+        self.add = torch.add
+        self.module = torch.nn.Identity()
+
+    def _best(self, fn):
+        best = None
+        for _ in range(self.ROUNDS):
+            t0 = self.clock()
+            for _ in range(self.CALLS):
+                fn()
+            t = (self.clock() - t0) / self.CALLS
+            best = t if best is None else min(best, t)
+        return best
+
+    def measure(self):
+        x, add, module = self.x, self.add, self.module
+        announced, _State.announced = _State.announced, True  # no mark from these calls
+        try:
+            return self._best(lambda: add(x, x)), self._best(lambda: module(x))
+        finally:
+            _State.announced = announced
 
 
 def _announce():
@@ -44,8 +87,11 @@ def _announce():
         return
     _State.announced = True
     parts = [p for p, on in (("ops", _OPS), ("modules", _MODULES), ("stack", _STACK)) if on]
+    # What each op and module call costs the program with this layer on (measured at import,
+    # _Probe): the report takes it out of the idle time it prices (docs/hints.md).
+    cost = ";op_ns=%d;module_ns=%d" % (_State.op_ns, _State.module_ns)
     try:
-        _State.nvtx_push("kprof.pytorch:" + _MODE + ":" + ",".join(parts))
+        _State.nvtx_push("kprof.pytorch:" + _MODE + ":" + ",".join(parts) + cost)
         _State.nvtx_pop()
     except Exception:
         pass
@@ -185,8 +231,8 @@ def _install_modules(torch):
             stack = getattr(local, "pushed", None)
             if stack is None:
                 stack = local.pushed = []
-                if not _State.announced:
-                    _announce()
+            if not _State.announced:  # (not at the probe's calls: _Probe.measure)
+                _announce()
             label = labels.get(module)
             if label is None:
                 cls = type(getattr(module, "_orig_mod", module)).__name__
@@ -269,6 +315,11 @@ def _activate(torch):
     except Exception as e:
         _warn("NVTX from torch", e)
         return
+    try:
+        probe = _Probe(torch)
+        before = probe.measure()
+    except Exception:
+        probe = None
     for on, what, install in ((_OPS, "op ranges", _install_ops),
                               (_MODULES, "module ranges", _install_modules),
                               (_STACK, "source lines", _install_stack)):
@@ -277,6 +328,13 @@ def _activate(torch):
                 install(torch)
             except Exception as e:
                 _warn(what, e)
+    if probe is not None:
+        try:
+            after = probe.measure()
+            _State.op_ns = max(0, int(after[0] - before[0]))
+            _State.module_ns = max(0, int(after[1] - before[1]))
+        except Exception:
+            pass
     if not _MODULES:
         # The report learns what was added from a range made once CUDA runs (the agent starts
         # with CUDA): at the first module call, which then unhooks itself.
