@@ -23,10 +23,12 @@
 #include <string_view>
 #include <utility>
 
+#include "cli/calibrate.h"
 #include "cli/common.h"
 #include "cli/installed.h"
 #include "cli/present.h"
 #include "cli/run_request.h"
+#include "cli/run_spread.h"
 #include "kprof/agent_config.h"
 #include "kprof/cli.h"
 #include "kprof/output.h"
@@ -282,6 +284,22 @@ void ReadBack(const std::string& dir, bool present, cli::ViewOptions& v) {
   }
 }
 
+/// The estimates of every repetition that was recorded, and how far they spread.
+std::string RepetitionSpread(const std::string& out_dir, int repeat) {
+  std::vector<std::vector<Hint>> reps;
+  for (int rep = 1; rep <= repeat; ++rep) {
+    const std::string dir = out_dir + "/rep" + std::to_string(rep);
+    if (RunFiles(dir).empty()) continue;
+    try {
+      const Run run = ReadInputs({dir});
+      const Timeline tl = BuildTimeline(run);
+      reps.push_back(ComputeHints(tl, Analyze(tl)));
+    } catch (const InputError&) {  // said when it was read back
+    }
+  }
+  return cli::SpreadTable(cli::SpreadOf(reps), reps.size());
+}
+
 }  // namespace
 
 int CmdRun(const std::vector<std::string>& args) {
@@ -318,6 +336,19 @@ int CmdRun(const std::vector<std::string>& args) {
         fs::remove_all(e.path(), ec);
     }
   }
+  // kprof's own cost per event, measured once for all repetitions (with the agent as it is asked
+  // to record, without windows or counters), for the analysis to take out of priced idle time.
+  std::string self_cost;
+  {
+    std::string why;
+    AgentConfig base;
+    base.kinds = r.kinds;
+    base.graph_trace = r.graph_trace;
+    if (auto c = cli::MeasureSelfCost(agent, base, r.calibrate, why))
+      self_cost = FormatSelfCost(*c);
+    else if (r.calibrate == "fresh")
+      std::fprintf(stderr, "kprof run: note: kprof's own cost not measured: %s\n", why.c_str());
+  }
   int status = 0;
   for (int rep = 1; rep <= repeat; ++rep) {
     const std::string dir = repeat == 1 ? r.out_dir : r.out_dir + "/rep" + std::to_string(rep);
@@ -329,7 +360,8 @@ int CmdRun(const std::vector<std::string>& args) {
       const std::string why = BadRunDir(dir);
       return cli::UsageError("run", why.empty() ? dir + ": cannot create" : why);
     }
-    const AgentConfig cfg = cli::AgentConfigFor(r, fs::absolute(dir).string(), python_dir);
+    AgentConfig cfg = cli::AgentConfigFor(r, fs::absolute(dir).string(), python_dir);
+    cfg.self_cost = self_cost;
     Launch l = Start(r.program, ProgramEnvironment(agent, cfg, python_dir));
     if (!l.started) return l.status;
     // kprof exits with the program's status; with --repeat, with the first failing one.
@@ -357,6 +389,11 @@ int CmdRun(const std::vector<std::string>& args) {
     const bool outputs = !r.view.trace.empty() || !r.view.trace_dir.empty() || !r.view.html.empty();
     ReadBack(dir, (!r.quiet || outputs) && rep == repeat, r.view);
   }
+  // With repetitions, how far each hint's estimate spread over them (docs/hints.md), after the
+  // table report (other formats are one document each).
+  if (repeat > 1 && !r.quiet && !r.view.no_hints && r.view.format == "table" &&
+      r.view.output.empty())
+    std::fputs(RepetitionSpread(r.out_dir, repeat).c_str(), stdout);
   return status;
 }
 
