@@ -36,7 +36,14 @@ def report(kprof, run_dir):
 def estimate(doc, rule):
     if rule.startswith("joint:"):
         return doc.get("joint_saving", {}).get("est_saving_ns", 0)
+    rule = rule.split("@")[0]  # RULE@LABEL: another workload of the same rule
     return sum(h["est_saving_ns"] for h in doc["hints"] if h["id"] == rule)
+
+
+def est_spread(ests):
+    """(largest - smallest) / median of the estimates of the recordings of one program."""
+    m = statistics.median(ests)
+    return (max(ests) - min(ests)) / m if m > 0 else 0.0
 
 
 def main():
@@ -62,7 +69,7 @@ def main():
     for rule in order:
         planted, fixed = walls[(rule, "planted", "plain")], walls[(rule, "fixed", "plain")]
         rec = os.path.join(a.dir, "rec", rule.replace(":", "_"))
-        runs = sorted(d for d in os.listdir(rec) if d.startswith("planted-")) if os.path.isdir(
+        runs = sorted(d for d in os.listdir(rec) if d.startswith("planted-") and os.path.isdir(os.path.join(rec, d))) if os.path.isdir(
             rec) else []
         ests = [estimate(report(a.kprof, os.path.join(rec, d)), rule) for d in runs]
         if not planted or not fixed or not ests:
@@ -78,14 +85,15 @@ def main():
         rows.append((rule, len(planted), statistics.median(planted) * 1e3,
                      spread(planted) * 1e3, statistics.median(fixed) * 1e3, spread(fixed) * 1e3,
                      saved / 1e6, est / 1e6, len(ests), min(ests) / 1e6, max(ests) / 1e6,
+                     100 * est_spread(ests),
                      "%.2f" % ratio if measured else "noise (%.2f)" % ratio))
     if a.markdown or a.update:
         lines = ["| rule | runs | planted (spread) | fixed (spread) | measured saving "
-                 "| estimate (runs, range) | estimate / measured |",
+                 "| estimate (recordings, range, spread) | estimate / measured |",
                  "|---|---|---|---|---|---|---|"]
         for r in rows:
             lines.append("| `%s` | %d | %.2f ms (%.2f) | %.2f ms (%.2f) | %.2f ms "
-                         "| %.2f ms (%d, %.2f–%.2f) | %s |" % r)
+                         "| %.2f ms (%d, %.2f–%.2f, %.0f%%) | %s |" % r)
         text = "\n".join(lines) + "\n"
         if a.update:
             with open(a.update) as f:
@@ -98,11 +106,11 @@ def main():
         else:
             sys.stdout.write(text)
     else:
-        print("%-28s %4s %10s %10s %10s %10s %s" % ("rule", "runs", "planted", "fixed",
-                                                   "saved ms", "est ms", "ratio"))
+        print("%-28s %4s %10s %10s %10s %10s %7s %s" % ("rule", "runs", "planted", "fixed",
+                                                        "saved ms", "est ms", "spread", "ratio"))
         for r in rows:
-            print("%-28s %4d %10.2f %10.2f %10.2f %10.2f %s" % (r[0], r[1], r[2], r[4], r[6],
-                                                                r[7], r[11]))
+            print("%-28s %4d %10.2f %10.2f %10.2f %10.2f %6.0f%% %s" % (
+                r[0], r[1], r[2], r[4], r[6], r[7], r[11], r[12]))
     if noise:
         print("noise, not judged (the saving is within twice the runs' spread): %s" %
               ", ".join(noise), file=sys.stderr)

@@ -6,6 +6,7 @@
 #   OUT=DIR scripts/hint_savings.sh [BUILD_DIR=build] [ROUNDS=5] [RECORDED=3] [RULES...]
 # Per rule, ROUNDS interleaved rounds of (planted, fixed) without a profiler, then RECORDED runs of
 # the planted workload under `kprof run` (kept, for the estimates) and one of the fixed twin.
+# RULE@LABEL: another workload for the same rule (its own row).
 # Writes DIR/savings.tsv (rule, variant, mode, round, wall_s, exit status) and the recordings
 # under DIR/rec/RULE/{planted-N,fixed-1}; scripts/hint_savings.py reads both (on any machine) and
 # writes the table. Each program prints its timed part as wall_s= (loop_s= for PyTorch).
@@ -24,6 +25,8 @@ mkdir -p "$OUT/rec"
 # rule | kprof run options | planted command (the fixed twin adds --fixed, except where named)
 WORKLOADS=(
   "launch-bound||$K/hint_launch_bound 10000 3"
+  "launch-bound@storm||$K/hint_launch_bound 150000 0"
+  "sync-readback||$K/hint_sync_readback 20000"
   "excessive-sync||$K/hint_excessive_sync 400"
   "pageable-memcpy||$K/hint_pageable_memcpy 40 64"
   "small-transfers||$K/hint_small_transfers 150"

@@ -259,7 +259,8 @@ INSTANTIATE_TEST_SUITE_P(
                       PlantedCase{"hint_host_after_wait", "host-work-after-sync"},
                       PlantedCase{"hint_shape_setup", "shape-setup"},
                       PlantedCase{"hint_dominant_kernel", "dominant-kernel"},
-                      PlantedCase{"hint_profiler_data_loss", "profiler-data-loss"}),
+                      PlantedCase{"hint_profiler_data_loss", "profiler-data-loss"},
+                      PlantedCase{"hint_sync_readback", "sync-readback"}),
     [](const ::testing::TestParamInfo<PlantedCase>& i) { return std::string(i.param.workload); });
 
 // Issue 15: each priced rule's planted workload against its fixed twin (the workload with the
@@ -330,6 +331,8 @@ INSTANTIATE_TEST_SUITE_P(
                  Args({"kernels/hint_fp32_gemm", "50", "--fixed"})},
         TwinCase{"memory-bound-chain", Args({"kernels/hint_memory_bound_chain", "300"}),
                  Args({"kernels/hint_memory_bound_chain", "300", "--fixed"})},
+        TwinCase{"sync-readback", Args({"kernels/hint_sync_readback", "5000"}),
+                 Args({"kernels/hint_sync_readback", "5000", "--fixed"})},
         TwinCase{"graph-recapture", Args({"kernels/graph_replay", "100", "50", "recapture", "50"}),
                  Args({"kernels/graph_replay", "100", "50", "steady", "50"})}),
     [](const ::testing::TestParamInfo<TwinCase>& i) {

@@ -162,10 +162,41 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, RecordedHints,
                                            Planted{"hint_memory_bound_chain", "memory-bound-chain"},
                                            Planted{"hint_dominant_kernel", "dominant-kernel"},
                                            Planted{"hint_profiler_data_loss", "profiler-data-loss"},
-                                           Planted{"graph_recapture", "graph-recapture"}),
+                                           Planted{"graph_recapture", "graph-recapture"},
+                                           Planted{"hint_sync_readback", "sync-readback"}),
                          [](const ::testing::TestParamInfo<Planted>& i) {
                            return std::string(i.param.fixture);
                          });
+
+// Issue 33: kernels/hint_sync_readback 2000 on an H200, recorded with kprof's own cost measured
+// (kprof-calibrate): every step's 4-byte read-back is its own cause, priced net of what kprof's
+// recording of the launch and the copy cost in each gap.
+TEST(RecordedHints, ReadBackLoopIsPricedNetOfKprofsOwnCost) {
+  kprof::Run run = Load("hint_sync_readback");
+  const ProcessTrace& t = Only(run);
+  ExpectClean(t);
+  EXPECT_EQ(CountNamed(t, RecordKind::Kernel, "bump"), 2001u);
+  uint64_t dtoh = 0;
+  for (const Record& r : t.records)
+    if (r.Kind() == RecordKind::Memcpy && r.flags == static_cast<uint8_t>(CopyKind::DtoH)) {
+      ++dtoh;
+      EXPECT_EQ(r.bytes, 4u);
+    }
+  EXPECT_EQ(dtoh, 2001u);
+  const Timeline tl = BuildTimeline(run);
+  const Analysis a = Analyze(tl);
+  ASSERT_TRUE(a.summary.self_cost.has_value());
+  EXPECT_DOUBLE_EQ(a.summary.self_cost->launch_ns, 2345.9);
+  EXPECT_DOUBLE_EQ(a.summary.self_cost->api_ns, 624.7);
+  // 2000 gaps before a kernel, each after the step's copy call (a call that launches GPU work:
+  // 2,346 ns rounded); all of it fits in the gaps.
+  EXPECT_EQ(a.summary.self_cost_ns, 4'692'000u);
+  const std::vector<Hint> hints = ComputeHints(tl, a);
+  ASSERT_FALSE(hints.empty());
+  EXPECT_EQ(hints.front().id, "sync-readback");
+  EXPECT_EQ(FindHint(hints, "launch-bound"), nullptr) << "a CUDA graph cannot hold the copy";
+  EXPECT_NE(hints.front().fix_cuda.find("less often"), std::string::npos);
+}
 
 TEST(RecordedHintsHealthy, HealthyGemmRaisesNothingAboveInfo) {
   kprof::Run run = Load("healthy_gemm");
