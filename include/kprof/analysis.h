@@ -174,6 +174,11 @@ struct RunSummary {
   /// (all processes of one kprof run share them); processes recorded without them.
   uint64_t self_cost_ns = 0;
   std::optional<SelfCost> self_cost;
+  /// Start-up told from the steady state (docs/hints.md, "Start-up and the steady state"): the
+  /// root module whose first call begins the repeated part (ProcessTimeline::steady_from_what of
+  /// the first process that has one), and the GPU work before it, which no hint prices.
+  std::string steady_from;
+  uint64_t startup_copies = 0, startup_copy_bytes = 0, startup_copy_ns = 0, startup_kernels = 0;
   uint64_t self_cost_unmeasured = 0;
   std::vector<StreamBusy> streams;
   std::vector<DeviceInfo> devices;

@@ -295,6 +295,12 @@ struct ProcessTimeline {
   /// "kprof's own cost").
   std::optional<SelfCost> self_cost;
   uint64_t self_cost_ns = 0;
+  /// Where the program's repeated part begins (docs/hints.md, "Start-up and the steady state"):
+  /// with kprof's module ranges, the first call of the root module called most often (twice or
+  /// more); 0 when unknown. GPU work and idle time before it are start-up (weights uploaded
+  /// once, conversions, first-call set-up): no hint prices them.
+  uint64_t steady_from_ns = 0;
+  std::string steady_from_what;  ///< that module ("model"), "" when none
   /// Display name (demangled, "(unnamed)" for none) of each string id used by a kernel; null for
   /// other ids. Equal names of all processes share one address.
   std::vector<const std::string*> kernel_names;

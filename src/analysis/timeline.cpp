@@ -244,6 +244,7 @@ void SetupGaps(ProcessTimeline& t) {
   for (size_t i = 0; i < t.gaps.size(); ++i) {
     const Gap& g = t.gaps[i];
     if (g.kind != GapKind::Long && !(g.kind == GapKind::Warmup && g.Len() >= kLongGapNs)) continue;
+    if (g.end_ns <= t.steady_from_ns) continue;  // start-up (SteadyState): not a shape's set-up
     const Record* api = t.Api(*t.acts[g.next]);
     if (api == nullptr) continue;
     const int r = ix.InnermostAt(api->tid, g.start_ns + g.Len() / 2);
@@ -282,6 +283,31 @@ void SetupGaps(ProcessTimeline& t) {
   }
 }
 
+/// The start of the repeated part: the first call of the root module (a module range with no
+/// module around it) called most often, when it is called twice or more (a model called once
+/// per step, or once per generated token). Ties: the one called first.
+void SteadyState(const ProcessTrace& p, ProcessTimeline& t) {
+  struct Root {
+    uint64_t calls = 0, first = UINT64_MAX;
+  };
+  std::unordered_map<std::string_view, Root> roots;
+  for (const RangeInterval& r : t.index.modules.ranges) {
+    if (r.depth != 0 || r.start == nullptr) continue;
+    Root& root = roots[p.strings.Get(r.start->name)];
+    ++root.calls;
+    root.first = std::min(root.first, r.begin_ns);
+  }
+  const std::pair<const std::string_view, Root>* best = nullptr;
+  for (const auto& e : roots)
+    if (best == nullptr || e.second.calls > best->second.calls ||
+        (e.second.calls == best->second.calls && e.second.first < best->second.first))
+      best = &e;
+  if (best == nullptr || best->second.calls < 2) return;
+  t.steady_from_ns = best->second.first;
+  std::string_view name = best->first.substr(kModuleRangePrefix.size());
+  t.steady_from_what = std::string(name.substr(0, name.find('|')));
+}
+
 /// Classifies each gap: first the waits released in it (capped by the time blocked), then
 /// one-time warm-up, then the host work after the waits, then host time in alloc/free calls, then
 /// long gaps or short ones before a kernel, then one-time set-up inside ops (SetupGaps). The rest
@@ -308,6 +334,11 @@ void ClassifyGaps(ProcessTimeline& t) {
     g.wait_ns = std::min(g.Len(), g.wait_ns);
     if (!t.windows.empty() && Covered(t.windows, g.start_ns, g.end_ns) < g.Len()) {
       g.kind = GapKind::Unrecorded;  // it spans time between capture windows
+      continue;
+    }
+    // Before the repeated part: start-up, whatever follows (SteadyState).
+    if (g.end_ns <= t.steady_from_ns) {
+      g.kind = GapKind::Warmup;
       continue;
     }
     // Warm-up: the first kernel after the gap (a library's first call often begins with a
@@ -421,6 +452,7 @@ Timeline BuildTimeline(const Run& run) {
     Windows(p, t);
     BusyAndGaps(t);
     HostWaits(p, t);
+    SteadyState(p, t);
     ClassifyGaps(t);
     detail::TakeOutSelfCost(t);
     // Kernel display names, as the views show them, once per name.

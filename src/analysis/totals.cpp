@@ -147,6 +147,7 @@ void RunTotals::BeginProcess(const ProcessPass& pp) {
   S.missing_timestamps += p.stats.missing_timestamps;
   if (!pp.ix.pytorch_added.empty()) S.pytorch_added = pp.ix.pytorch_added;
   if (auto py = p.meta.find("pytorch"); py != p.meta.end()) S.pytorch_mode = py->second;
+  if (S.steady_from.empty()) S.steady_from = pp.t.steady_from_what;
   // kprof's own cost taken out of the priced gaps (docs/hints.md, "kprof's own cost").
   if (pp.t.self_cost) {
     S.self_cost_ns += pp.t.self_cost_ns;
@@ -218,6 +219,16 @@ void RunTotals::Activity(const ProcessPass& pp, const ActivityEvent& a) {
     if ((r.flags & kGraphLaunchFromDevice) != 0) ++S.graph_device_launches;
   }
   if (k != RecordKind::GraphLaunch && GraphNodeOf(r) != 0) ++S.graph_node_activities;
+  // Start-up work (before the repeated part; docs/hints.md, "Start-up and the steady state").
+  if (pp.t.steady_from_ns != 0 && r.end_ns <= pp.t.steady_from_ns) {
+    if (k == RecordKind::Memcpy) {
+      ++S.startup_copies;
+      S.startup_copy_bytes += r.bytes;
+      S.startup_copy_ns += r.DurationNs();
+    } else if (k == RecordKind::Kernel) {
+      ++S.startup_kernels;
+    }
+  }
   // Launching calls: each once (a graph launch starts many kernels).
   if (const Record* api = pp.t.Api(r); api != nullptr && k == RecordKind::Kernel) {
     auto idx = static_cast<size_t>(api - pp.p.records.data());

@@ -477,6 +477,12 @@ std::vector<std::pair<std::string, std::string>> TotalsLines(const RunSummary& s
     line("wall time", FormatDuration(s.wall_ns));
   }
   if (hint_base_ns > 0) line("steady state", SteadyStateText(s.wall_ns, hint_base_ns));
+  if (!s.steady_from.empty() &&  // docs/hints.md, "Start-up and the steady state"
+      s.startup_copies + s.startup_kernels > 0)
+    line("start-up", fmt::format("before the first call of {}: {} copies ({}, {}), {} kernels; "
+                                 "not priced",
+                                 s.steady_from, s.startup_copies, FormatBytes(s.startup_copy_bytes),
+                                 FormatDuration(s.startup_copy_ns), s.startup_kernels));
   if (s.self_cost)  // docs/hints.md, "kprof's own cost"
     line("kprof's own cost",
          fmt::format("{} taken out of the priced idle time ({:.2f} us a launch, {:.2f} us a call, "

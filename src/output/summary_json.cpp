@@ -194,6 +194,13 @@ ordered_json SummaryJson(const RunSummary& s) {
   if (!s.capture.empty())
     j["capture"] = {
         {"trigger", s.capture}, {"windows", s.capture_windows}, {"problem", s.capture_problem}};
+  // Start-up told from the steady state: the work before the repeated part, not priced.
+  if (!s.steady_from.empty())
+    j["startup"] = {{"steady_from", s.steady_from},
+                    {"copies", s.startup_copies},
+                    {"copy_bytes", s.startup_copy_bytes},
+                    {"copy_ns", s.startup_copy_ns},
+                    {"kernels", s.startup_kernels}};
   // kprof's own cost per event and what was taken out of the priced idle time for it (docs/
   // hints.md, "kprof's own cost"); absent when the run was recorded without the figures.
   if (s.self_cost)

@@ -344,6 +344,34 @@ INSTANTIATE_TEST_SUITE_P(
 // Issue 15: a PyTorch decode loop whose attention (cuDNN's backend) meets a new key length every
 // 16 steps: each new length's first call waits for cuDNN to build a plan (about 50 ms on the
 // H100). shape-setup prices those waits inside the attention op, past its first call.
+// Issue 33: a ViT-base FP16 inference loop whose weights go to the GPU once from pageable memory
+// (.cuda(), then .half()): that upload is start-up, before the first call of the model, and no
+// hint prices it (on the H100 of the issue, 3 of 4 hints did).
+TEST(Gpu, InferenceWeightUploadIsStartUpNotAHint) {
+  REQUIRE_GPU();
+  if (!HaveTorch() || Exec({Python(), "-c", "import transformers"}).status != 0)
+    GTEST_SKIP() << "PyTorch with CUDA and transformers not available";
+  const std::string dir = FreshDir("vit_infer");
+  Result r = Kprof(dir, {Python(), Src("tests/gpu/scripts/vit_infer.py"), "--steps", "30"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  kprof::Run run = ReadInputs({dir});
+  const Timeline tl = BuildTimeline(run);
+  const Analysis a = Analyze(tl);
+  EXPECT_EQ(a.summary.steady_from, "model");
+  // ViT-base's parameters (the embeddings, 12 layers of 16 tensors, the final norm) each copied
+  // once from pageable memory.
+  EXPECT_GE(a.summary.startup_copies, 150u);
+  EXPECT_GE(a.summary.startup_copy_bytes, 300u << 20);  // 86M fp32 parameters
+  const std::vector<Hint> hints = ComputeHints(tl, a);
+  std::string ids;
+  for (const Hint& h : hints) ids += h.id + " ";
+  EXPECT_EQ(FindHint(hints, "pageable-memcpy"), nullptr) << ids;
+  EXPECT_EQ(FindHint(hints, "no-copy-compute-overlap"), nullptr) << ids;
+  for (const Hint& h : hints)
+    for (const std::string& e : h.evidence)
+      EXPECT_EQ(e.find("aten::copy_"), std::string::npos) << h.id << ": " << e;
+}
+
 TEST(Gpu, PyTorchCudnnAttentionPlansPerShapeAreShapeSetup) {
   REQUIRE_GPU();
   if (!HaveTorch()) GTEST_SKIP() << "PyTorch with CUDA not available";

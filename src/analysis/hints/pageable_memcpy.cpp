@@ -28,7 +28,7 @@ std::optional<Hint> PageableMemcpy(const RuleContext& c) {
   for (const ProcessTimeline& p : c.timeline.processes)
     for (const Record* a : p.acts) {
       if (a->Kind() != RecordKind::Memcpy || !IsHostCopy(*a) || HostSide(*a) != MemKind::Pageable ||
-          a->bytes < kSmallCopyBytes)
+          a->bytes < kSmallCopyBytes || StartUp(p, *a))
         continue;
       uint64_t pinned = refs[a->flags].TimeFor(a->bytes);
       uint64_t save = a->DurationNs() > pinned ? a->DurationNs() - pinned : 0;

@@ -22,12 +22,15 @@ const std::vector<RuleEntry>& Rules() {
   return rules;
 }
 
-/// One-time start-up of a process: GPU idle gaps of kLongGapNs or more that end before a
-/// kernel's first execution (imports, initialisation, library set-up).
-uint64_t StartupNs(const ProcessTimeline& t) {
-  uint64_t warm = 0;
+/// One-time start-up of a process: everything before its repeated part began
+/// (ProcessTimeline::steady_from_ns, counted from the run's start), and after it the GPU idle
+/// gaps of kLongGapNs or more that end before a kernel's first execution (imports,
+/// initialisation, library set-up).
+uint64_t StartupNs(const ProcessTimeline& t, uint64_t run_start) {
+  uint64_t warm = t.steady_from_ns > run_start ? t.steady_from_ns - run_start : 0;
   for (const Gap& g : t.gaps)
-    if (g.kind == GapKind::Warmup && g.Len() >= kLongGapNs) warm += g.Len();
+    if (g.kind == GapKind::Warmup && g.Len() >= kLongGapNs && g.start_ns >= t.steady_from_ns)
+      warm += g.Len();
   return warm;
 }
 
@@ -124,7 +127,8 @@ std::vector<Hint> ComputeHints(const Timeline& timeline, const Analysis& analysi
   // steady-state problem of a short profiled run. With several processes only what all of them
   // spent in start-up is taken off.
   uint64_t startup = UINT64_MAX;
-  for (const ProcessTimeline& t : timeline.processes) startup = std::min(startup, StartupNs(t));
+  for (const ProcessTimeline& t : timeline.processes)
+    startup = std::min(startup, StartupNs(t, analysis.summary.start_ns));
   // The busiest GPU's time (with several GPUs, gpu_busy_ns is their sum).
   uint64_t busiest = analysis.summary.gpus > 1 ? 0 : analysis.summary.gpu_busy_ns;
   for (const DeviceUsage& d : analysis.dist.devices)

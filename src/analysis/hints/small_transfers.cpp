@@ -60,7 +60,8 @@ std::optional<Hint> SmallTransfers(const RuleContext& c) {
     // GPU work in the order each thread launched it.
     std::vector<std::pair<const Record*, const Record*>> launched;  // (call, activity)
     for (const Record* a : p.acts)
-      if (const Record* api = p.Api(*a)) launched.emplace_back(api, a);
+      if (const Record* api = p.Api(*a); api != nullptr && !StartUp(p, *a))
+        launched.emplace_back(api, a);
     std::stable_sort(launched.begin(), launched.end(), [](const auto& x, const auto& y) {
       return x.first->tid != y.first->tid ? x.first->tid < y.first->tid
                                           : x.first->start_ns < y.first->start_ns;
