@@ -224,9 +224,9 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
             at + 1, end == std::string_view::npos ? std::string_view::npos : end - at - 1);
         const size_t eq = kv.find('=');
         double v = 0;
+        const char* stop = kv.data() + kv.size();
         if (eq != std::string_view::npos &&
-            std::from_chars(kv.data() + eq + 1, kv.data() + kv.size(), v).ec == std::errc() &&
-            v >= 0 && v < 1e6) {
+            std::from_chars(kv.data() + eq + 1, stop, v).ptr == stop && v >= 0 && v < 1e6) {
           if (kv.substr(0, eq) == "op_ns") ix.pytorch_op_ns = v;
           if (kv.substr(0, eq) == "module_ns") ix.pytorch_module_ns = v;
         }

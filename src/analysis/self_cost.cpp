@@ -60,6 +60,9 @@ void TakeOutSelfCost(ProcessTimeline& t) {
       if (r.start != nullptr && r.start->Kind() == RecordKind::MarkerStart)
         threads[r.tid].events.emplace_back(r.begin_ns, each);
   for (auto& [tid, tc] : threads) tc.Sum();
+  // Per thread, where the last stretch taken out ended: with several streams the work before a
+  // gap may have been launched before the previous gap's, and no event is taken out twice.
+  std::unordered_map<uint32_t, uint64_t> taken_to;
   for (Gap& g : t.gaps) {
     const bool priced_rest =
         g.kind == GapKind::Short || g.kind == GapKind::Long || g.kind == GapKind::Setup;
@@ -75,6 +78,9 @@ void TakeOutSelfCost(ProcessTimeline& t) {
       if (const Record* prev = t.Api(*t.acts[g.next - 1]);
           prev != nullptr && prev->tid == next->tid && prev->start_ns < from)
         from = prev->start_ns;
+    uint64_t& done = taken_to[next->tid];
+    from = std::max(from, std::min(done, next->start_ns));
+    done = next->start_ns;
     auto left = static_cast<uint64_t>(std::llround(it->second.Between(from, next->start_ns)));
     const uint64_t rest = priced_rest ? std::min(g.rest_ns, left) : 0;
     g.rest_ns -= rest;

@@ -283,9 +283,10 @@ void SetupGaps(ProcessTimeline& t) {
   }
 }
 
-/// The start of the repeated part: the first call of the root module (a module range with no
-/// module around it) called most often, when it is called twice or more (a model called once
-/// per step, or once per generated token). Ties: the one called first.
+/// The start of the repeated part: the first call of a root module (a module range with no
+/// module around it) that is called twice or more (a model called once per step, or once per
+/// generated token): of those, the one called first, so that a module called often late in the
+/// run (a metric at validation) never makes the training before it start-up.
 void SteadyState(const ProcessTrace& p, ProcessTimeline& t) {
   struct Root {
     uint64_t calls = 0, first = UINT64_MAX;
@@ -299,10 +300,8 @@ void SteadyState(const ProcessTrace& p, ProcessTimeline& t) {
   }
   const std::pair<const std::string_view, Root>* best = nullptr;
   for (const auto& e : roots)
-    if (best == nullptr || e.second.calls > best->second.calls ||
-        (e.second.calls == best->second.calls && e.second.first < best->second.first))
-      best = &e;
-  if (best == nullptr || best->second.calls < 2) return;
+    if (e.second.calls >= 2 && (best == nullptr || e.second.first < best->second.first)) best = &e;
+  if (best == nullptr) return;
   t.steady_from_ns = best->second.first;
   std::string_view name = best->first.substr(kModuleRangePrefix.size());
   t.steady_from_what = std::string(name.substr(0, name.find('|')));
@@ -336,9 +335,10 @@ void ClassifyGaps(ProcessTimeline& t) {
       g.kind = GapKind::Unrecorded;  // it spans time between capture windows
       continue;
     }
-    // Before the repeated part: start-up, whatever follows (SteadyState).
+    // Before the repeated part: start-up, whatever follows (SteadyState), its waits included.
     if (g.end_ns <= t.steady_from_ns) {
       g.kind = GapKind::Warmup;
+      g.wait_ns = 0;
       continue;
     }
     // Warm-up: the first kernel after the gap (a library's first call often begins with a

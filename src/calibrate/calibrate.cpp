@@ -7,7 +7,8 @@
 // It measures, in ROUNDS rounds (the fastest of each: the machine's other load only ever adds
 // time, and the difference of two fastest rounds is what repeats), the host time of
 //   launch: cudaLaunchKernel of an empty kernel (the launch's API record and its kernel record)
-//   api:    cudaStreamQuery on an idle stream (one API record, no GPU work)
+//   api:    cudaEventRecord on an idle stream (one API record, no GPU record; a call the agent
+//           records, unlike polling calls such as cudaStreamQuery)
 //   range:  nvtxRangePushA + nvtxRangePop (one NVTX range)
 // and prints one JSON object: {"launch_ns":..,"api_ns":..,"range_ns":..,"rounds":..}.
 // Exit 0; 1 when CUDA cannot run the measurement (the message names the call), 2 on bad usage.
@@ -68,11 +69,13 @@ int main(int argc, char** argv) {
   cudaLibrary_t lib{};
   cudaKernel_t kernel{};
   cudaStream_t stream{};
+  cudaEvent_t event{};
   if (!Ok(cudaFree(nullptr), "cudaFree(0) (making a context)") ||
       !Ok(cudaLibraryLoadData(&lib, kPtx, nullptr, nullptr, 0, nullptr, nullptr, 0),
           "cudaLibraryLoadData") ||
       !Ok(cudaLibraryGetKernel(&kernel, lib, "kprof_calibrate_empty"), "cudaLibraryGetKernel") ||
-      !Ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"))
+      !Ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate") ||
+      !Ok(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate"))
     return 1;
   const void* fn = reinterpret_cast<const void*>(kernel);
   const dim3 one(1, 1, 1);
@@ -91,13 +94,8 @@ int main(int argc, char** argv) {
     if (!Ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize")) return 1;
     launch.push_back((t1 - t0) / static_cast<double>(per_round));
     t0 = Now();
-    for (long i = 0; i < per_round; ++i) {
-      cudaError_t e = cudaStreamQuery(stream);
-      if (e != cudaSuccess && e != cudaErrorNotReady) {
-        Ok(e, "cudaStreamQuery");
-        return 1;
-      }
-    }
+    for (long i = 0; i < per_round; ++i)
+      if (!Ok(cudaEventRecord(event, stream), "cudaEventRecord")) return 1;
     api.push_back((Now() - t0) / static_cast<double>(per_round));
     t0 = Now();
     for (long i = 0; i < per_round; ++i) {
@@ -106,7 +104,9 @@ int main(int argc, char** argv) {
     }
     range.push_back((Now() - t0) / static_cast<double>(per_round));
   }
-  if (!Ok(cudaStreamDestroy(stream), "cudaStreamDestroy") ||
+  if (!Ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize") ||
+      !Ok(cudaEventDestroy(event), "cudaEventDestroy") ||
+      !Ok(cudaStreamDestroy(stream), "cudaStreamDestroy") ||
       !Ok(cudaLibraryUnload(lib), "cudaLibraryUnload"))
     return 1;
   std::printf("{\"launch_ns\":%.1f,\"api_ns\":%.1f,\"range_ns\":%.1f,\"rounds\":%d}\n",

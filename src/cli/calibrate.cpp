@@ -25,9 +25,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr int kTimeoutS = 60;           // one calibration run at most (it takes about 1 s)
-constexpr int64_t kCacheAgeS = 86'400;  // a figure measured within a day is reused
-constexpr int kPairs = 5;               // runs without and with the agent, interleaved
+constexpr int kTimeoutS = 20;            // one calibration run at most (it takes about 0.5 s)
+constexpr int64_t kCacheAgeS = 86'400;   // a figure measured within a day is reused
+constexpr int64_t kFailureAgeS = 3'600;  // a failure is not tried again within the hour
+constexpr int kPairs = 5;                // runs without and with the agent, interleaved
 
 /// Runs argv with the environment of kprof less the agent's variables plus `add`; its standard
 /// output, or nothing when it failed, timed out (killed) or printed nothing.
@@ -52,8 +53,11 @@ std::optional<std::string> Capture(const std::vector<std::string>& argv,
   cargv.push_back(nullptr);
   const ChildAnswer a = RunInChild(
       [&](int fd) {
-        ::dup2(fd, 1);
-        const int null = ::open("/dev/null", O_WRONLY);
+        if (fd == 1)
+          ::fcntl(1, F_SETFD, 0);  // already standard output: keep it open across exec
+        else
+          ::dup2(fd, 1);
+        const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
         if (null >= 0) ::dup2(null, 2);
         ::execve(cargv[0], cargv.data(), cenv.data());
         ::_exit(127);
@@ -113,6 +117,44 @@ std::string UtcNow() {
   return buf;
 }
 
+/// The cached entry for `key` when it is of the form Store writes and younger than its age
+/// limit (a day for figures, an hour for a failure): the figures, or `why` set for a failure.
+std::optional<SelfCost> Cached(const json& cache, const std::string& key, int64_t now, bool& failed,
+                               std::string& why) {
+  failed = false;
+  auto it = cache.find(key);
+  if (it == cache.end() || !it->is_object()) return std::nullopt;
+  const auto time = it->find("time");
+  if (time == it->end() || !time->is_number_integer()) return std::nullopt;
+  const int64_t t = time->get<int64_t>();
+  if (t > now) return std::nullopt;
+  if (const auto f = it->find("failed"); f != it->end() && f->is_string()) {
+    failed = now - t < kFailureAgeS;
+    why = f->get<std::string>() + " (cached)";
+    return std::nullopt;
+  }
+  const auto text = it->find("text");
+  if (now - t >= kCacheAgeS || text == it->end() || !text->is_string()) return std::nullopt;
+  auto c = ParseSelfCost(text->get<std::string>());
+  if (c) c->source += " (cached)";
+  return c;
+}
+
+/// Writes `entry` for `key` into the cache file (replaced whole, atomically); errors ignored.
+void Store(const std::string& dir, const std::string& file, json cache, const std::string& key,
+           json entry) {
+  if (file.empty()) return;
+  cache[key] = std::move(entry);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const std::string part = file + ".tmp" + std::to_string(::getpid());
+  // A host name or path that is not UTF-8 is written with replacement characters, not thrown.
+  if (std::ofstream f(part); f << cache.dump(1, ' ', false, json::error_handler_t::replace) << '\n')
+    fs::rename(part, file, ec);
+  else
+    fs::remove(part, ec);
+}
+
 }  // namespace
 
 std::optional<SelfCost> MeasureSelfCost(const std::string& agent, const AgentConfig& cfg,
@@ -125,26 +167,27 @@ std::optional<SelfCost> MeasureSelfCost(const std::string& agent, const AgentCon
   const std::string cache_file = cache_dir.empty() ? "" : cache_dir + "/self_cost.json";
   const std::string key = CacheKey(agent, cfg);
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
-  json cache = cache_file.empty() ? json::object() : LoadCache(cache_file);
-  if (mode == "auto" && cache.contains(key)) {
-    const json& e = cache[key];
-    if (e.is_object() && e.value("time", int64_t{0}) + kCacheAgeS > now &&
-        e.value("time", int64_t{0}) <= now) {
-      if (auto c = ParseSelfCost(e.value("text", std::string()))) {
-        c->source += " (cached)";
-        return c;
-      }
-    }
+  const json cache = cache_file.empty() ? json::object() : LoadCache(cache_file);
+  if (mode == "auto") {
+    bool failed = false;
+    if (auto c = Cached(cache, key, now, failed, why)) return c;
+    if (failed) return std::nullopt;  // it failed here within the hour: not again at every run
   }
   const std::string tool = FindCalibrator();
   if (tool.empty()) {
     why = "kprof-calibrate not found next to kprof";
     return std::nullopt;
   }
+  const auto fail = [&](const std::string& what) {
+    why = what;
+    Store(cache_dir, cache_file, cache, key, {{"failed", what}, {"time", now}});
+    return std::nullopt;
+  };
   // Pairs of runs, plain then under the agent as kprof run would inject it (no windows, no
   // counters: the recording's own cost), into a folder removed afterwards; the median of the
   // pairs' differences. A process's own speed varies on a shared machine (the H200's plain
-  // launch took 3.3-4.2 us from one process to the next): one pair alone is noise.
+  // launch took 3.3-4.2 us from one process to the next): one pair alone is noise. The first
+  // failure ends it.
   std::error_code ec;
   const fs::path tmp =
       fs::temp_directory_path(ec) / ("kprof-calibrate-" + std::to_string(::getpid()));
@@ -159,24 +202,15 @@ std::optional<SelfCost> MeasureSelfCost(const std::string& agent, const AgentCon
   for (int pair = 0; pair < kPairs; ++pair) {
     const auto plain = Capture({tool}, {});
     const auto p = plain ? Read(*plain) : std::nullopt;
-    if (!p) {
-      why = pair == 0 ? "kprof-calibrate could not run CUDA here (no GPU?)"
-                      : "kprof-calibrate failed";
-      if (pair == 0) return std::nullopt;
-      continue;
-    }
+    if (!p) return fail("kprof-calibrate could not run CUDA here (no GPU?)");
     fs::create_directories(tmp, ec);
     const auto traced = Capture({tool}, env);
     fs::remove_all(tmp, ec);
     const auto t = traced ? Read(*traced) : std::nullopt;
-    if (!t) continue;
+    if (!t) return fail("kprof-calibrate failed under the agent");
     launch.push_back(t->launch - p->launch);
     api.push_back(t->api - p->api);
     range.push_back(t->range - p->range);
-  }
-  if (launch.empty()) {
-    why = "kprof-calibrate failed under the agent";
-    return std::nullopt;
   }
   const auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -188,15 +222,9 @@ std::optional<SelfCost> MeasureSelfCost(const std::string& agent, const AgentCon
   s.api_ns = median(api);
   s.range_ns = median(range);
   s.source = "calibrated " + UtcNow();
-  if (!cache_file.empty()) {
-    cache[key] = {{"text", FormatSelfCost(s)}, {"time", now}};
-    fs::create_directories(cache_dir, ec);
-    const std::string part = cache_file + ".tmp" + std::to_string(::getpid());
-    if (std::ofstream f(part); f << cache.dump(1) << '\n')
-      fs::rename(part, cache_file, ec);
-    else
-      fs::remove(part, ec);
-  }
+  // Only figures the agent and the analysis will read back (below 1 ms an event).
+  if (!ParseSelfCost(FormatSelfCost(s))) return fail("kprof-calibrate gave implausible figures");
+  Store(cache_dir, cache_file, cache, key, {{"text", FormatSelfCost(s)}, {"time", now}});
   return s;
 }
 

@@ -294,7 +294,7 @@ std::string RepetitionSpread(const std::string& out_dir, int repeat) {
       const Run run = ReadInputs({dir});
       const Timeline tl = BuildTimeline(run);
       reps.push_back(ComputeHints(tl, Analyze(tl)));
-    } catch (const InputError&) {  // said when it was read back
+    } catch (const std::exception&) {  // said when it was read back
     }
   }
   return cli::SpreadTable(cli::SpreadOf(reps), reps.size());
@@ -344,7 +344,13 @@ int CmdRun(const std::vector<std::string>& args) {
     AgentConfig base;
     base.kinds = r.kinds;
     base.graph_trace = r.graph_trace;
-    if (auto c = cli::MeasureSelfCost(agent, base, r.calibrate, why))
+    std::optional<SelfCost> c;
+    try {  // (never a reason for the program not to run)
+      c = cli::MeasureSelfCost(agent, base, r.calibrate, why);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (c)
       self_cost = FormatSelfCost(*c);
     else if (r.calibrate == "fresh")
       std::fprintf(stderr, "kprof run: note: kprof's own cost not measured: %s\n", why.c_str());

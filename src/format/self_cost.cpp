@@ -1,18 +1,24 @@
 // See kprof/self_cost.h.
 #include "kprof/self_cost.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 
 namespace kprof {
 
 std::string FormatSelfCost(const SelfCost& c) {
-  // (No fmt here: the agent links this library without it.)
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "launch_ns=%.1f;api_ns=%.1f;range_ns=%.1f;source=", c.launch_ns,
-                c.api_ns, c.range_ns);
-  return buf + c.source;
+  // (No fmt here: the agent links this library without it; to_chars: no locale.)
+  std::string out;
+  const auto put = [&](const char* name, double v) {
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, 1);
+    out.append(name).append(buf, r.ptr).push_back(';');
+  };
+  put("launch_ns=", c.launch_ns);
+  put("api_ns=", c.api_ns);
+  put("range_ns=", c.range_ns);
+  return out + "source=" + c.source;
 }
 
 std::optional<SelfCost> ParseSelfCost(std::string_view text) {
@@ -24,10 +30,10 @@ std::optional<SelfCost> ParseSelfCost(std::string_view text) {
     text.remove_prefix(names[i].size());
     const size_t semi = text.find(';');
     if (semi == std::string_view::npos || semi == 0 || semi > 32) return std::nullopt;
-    const std::string num(text.substr(0, semi));
-    char* end = nullptr;
-    const double v = std::strtod(num.c_str(), &end);
-    if (end != num.c_str() + num.size() || !std::isfinite(v) || v < 0 || v > 1e6)
+    // from_chars: the same in every locale (the agent parses inside the user's process).
+    double v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + semi, v);
+    if (ec != std::errc() || end != text.data() + semi || !std::isfinite(v) || v < 0 || v > 1e6)
       return std::nullopt;
     *fields[i] = v;
     text.remove_prefix(semi + 1);

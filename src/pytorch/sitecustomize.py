@@ -53,8 +53,9 @@ class _Probe:
 
         # Once CUDA has started (another library started it before torch was imported), the
         # agent is loaded and would record the probe's ranges as the program's: no probe then.
+        agent = os.path.basename(os.environ.get("CUDA_INJECTION64_PATH", "")) or "libkprof_agent"
         with open("/proc/self/maps") as maps:
-            if "libkprof_agent" in maps.read():
+            if agent in maps.read():
                 raise RuntimeError("CUDA already started")
 
         self.clock = time.perf_counter_ns
@@ -323,18 +324,20 @@ def _activate(torch):
     for on, what, install in ((_OPS, "op ranges", _install_ops),
                               (_MODULES, "module ranges", _install_modules),
                               (_STACK, "source lines", _install_stack)):
+        if install is _install_stack and probe is not None:
+            # Measured before the source lines go in: those are ranges of their own, which the
+            # report counts at CUPTI's cost per range, not a cost of every op.
+            try:
+                after = probe.measure()
+                _State.op_ns = max(0, int(after[0] - before[0]))
+                _State.module_ns = max(0, int(after[1] - before[1]))
+            except Exception:
+                pass
         if on:
             try:
                 install(torch)
             except Exception as e:
                 _warn(what, e)
-    if probe is not None:
-        try:
-            after = probe.measure()
-            _State.op_ns = max(0, int(after[0] - before[0]))
-            _State.module_ns = max(0, int(after[1] - before[1]))
-        except Exception:
-            pass
     if not _MODULES:
         # The report learns what was added from a range made once CUDA runs (the agent starts
         # with CUDA): at the first module call, which then unhooks itself.

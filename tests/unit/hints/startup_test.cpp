@@ -96,6 +96,38 @@ TEST(StartUp, SetUpInsideAnOpBeforeTheLoopIsNotShapeSetup) {
   EXPECT_EQ(Analyze(tl).summary.startup_kernels, 8u);
 }
 
+// Before the loop, 30 kernels each waited for with cudaStreamSynchronize (an initialisation that
+// checks each step of itself): start-up, not excessive-sync. And a module called more often than
+// the model, but only after the loop (a metric): the steady state still begins at the model.
+TEST(StartUp, WaitsBeforeTheLoopAreStartUpAndTheFirstRepeatedModuleBeginsTheLoop) {
+  TraceBuilder b;
+  uint64_t t = B;
+  for (int i = 0; i < 30; ++i) {
+    b.Launch("init_kernel", t, t + 5'000, t + 10'000, t + 500'000);
+    const uint32_t c = b.Api("cudaStreamSynchronize", t + 6'000, t + 510'000);
+    b.Sync(SyncKind::StreamSynchronize, t + 6'000, t + 510'000, c, 7);
+    t += 1'000'000;
+  }
+  const uint64_t loop = t;
+  for (int step = 0; step < 20; ++step) {
+    const uint64_t begin = t;
+    b.Launch("vit_block", t, t + 5'000, t + 10'000, t + 2'010'000);
+    t += 2'010'000;
+    b.Range("kprof.module:vit|ViTModel", begin, t);
+    t += 1'000'000;
+  }
+  for (int i = 0; i < 50; ++i) {
+    b.Launch("metric", t, t + 5'000, t + 10'000, t + 20'000);
+    b.Range("kprof.module:metric|Accuracy", t, t + 30'000);
+    t += 100'000;
+  }
+  const kprof::Run run = b.Build();
+  const Timeline tl = BuildTimeline(run);
+  EXPECT_EQ(tl.processes[0].steady_from_ns, loop);
+  EXPECT_EQ(tl.processes[0].steady_from_what, "vit");
+  EXPECT_EQ(FindHint(ComputeHints(tl, Analyze(tl)), "excessive-sync"), nullptr);
+}
+
 TEST(StartUp, WithoutModuleRangesNothingChanges) {
   TraceBuilder b;
   for (uint64_t i = 0; i < 10; ++i) {
