@@ -15,6 +15,17 @@ using testing::TraceBuilder;
 constexpr uint64_t B = 1'000'000'000;
 constexpr uint64_t MiB = 1 << 20;
 
+// 20 calls of the model "vit" from `t` on: a module range around a 2 ms kernel, 1 ms apart.
+void VitLoop(TraceBuilder& b, uint64_t& t) {
+  for (int step = 0; step < 20; ++step) {
+    const uint64_t begin = t;
+    b.Launch("vit_block", t, t + 5'000, t + 10'000, t + 2'010'000);
+    t += 2'010'000;
+    b.Range("kprof.module:vit|ViTModel", begin, t);
+    t += 1'000'000;
+  }
+}
+
 // Ten pageable 64 MiB uploads of 6 ms each (weights moved to the GPU once, `uploads_in_loop`
 // false) or one at the start of each of the first ten steps (true); then 20 calls of the model
 // "vit" (a module range around a 2 ms kernel, 1 ms apart).
@@ -82,13 +93,7 @@ TEST(StartUp, SetUpInsideAnOpBeforeTheLoopIsNotShapeSetup) {
     b.Launch("convert", t + wait + 10'000, t + wait + 15'000, t + wait + 20'000, t + wait + 40'000);
     t += wait + 100'000;
   }
-  for (int step = 0; step < 20; ++step) {
-    const uint64_t begin = t;
-    b.Launch("vit_block", t, t + 5'000, t + 10'000, t + 2'010'000);
-    t += 2'010'000;
-    b.Range("kprof.module:vit|ViTModel", begin, t);
-    t += 1'000'000;
-  }
+  VitLoop(b, t);
   const kprof::Run run = b.Build();
   const Timeline tl = BuildTimeline(run);
   for (const Gap& g : tl.processes[0].gaps) EXPECT_NE(g.kind, GapKind::Setup);
@@ -109,13 +114,7 @@ TEST(StartUp, WaitsBeforeTheLoopAreStartUpAndTheFirstRepeatedModuleBeginsTheLoop
     t += 1'000'000;
   }
   const uint64_t loop = t;
-  for (int step = 0; step < 20; ++step) {
-    const uint64_t begin = t;
-    b.Launch("vit_block", t, t + 5'000, t + 10'000, t + 2'010'000);
-    t += 2'010'000;
-    b.Range("kprof.module:vit|ViTModel", begin, t);
-    t += 1'000'000;
-  }
+  VitLoop(b, t);
   for (int i = 0; i < 50; ++i) {
     b.Launch("metric", t, t + 5'000, t + 10'000, t + 20'000);
     b.Range("kprof.module:metric|Accuracy", t, t + 30'000);
