@@ -39,7 +39,8 @@ uint64_t LaunchBound(const Run& run, uint64_t* taken = nullptr) {
   const Timeline tl = BuildTimeline(run);
   const Analysis a = Analyze(tl);
   if (taken != nullptr) *taken = a.summary.self_cost_ns;
-  const Hint* h = FindHint(ComputeHints(tl, a), "launch-bound");
+  const std::vector<Hint> hints = ComputeHints(tl, a);  // (kept alive: h points into it)
+  const Hint* h = FindHint(hints, "launch-bound");
   return h ? h->est_saving_ns : 0;
 }
 
