@@ -301,6 +301,8 @@ struct ProcessTimeline {
   /// once, conversions, first-call set-up): no hint prices them.
   uint64_t steady_from_ns = 0;
   std::string steady_from_what;  ///< that module ("model"), "" when none
+  /// Is what ended at `end_ns` start-up (before steady_from_ns)? No hint prices it.
+  bool StartUp(uint64_t end_ns) const { return steady_from_ns != 0 && end_ns <= steady_from_ns; }
   /// Display name (demangled, "(unnamed)" for none) of each string id used by a kernel; null for
   /// other ids. Equal names of all processes share one address.
   std::vector<const std::string*> kernel_names;

@@ -244,7 +244,7 @@ void SetupGaps(ProcessTimeline& t) {
   for (size_t i = 0; i < t.gaps.size(); ++i) {
     const Gap& g = t.gaps[i];
     if (g.kind != GapKind::Long && !(g.kind == GapKind::Warmup && g.Len() >= kLongGapNs)) continue;
-    if (g.end_ns <= t.steady_from_ns) continue;  // start-up (SteadyState): not a shape's set-up
+    if (t.StartUp(g.end_ns)) continue;  // start-up (SteadyState): not a shape's set-up
     const Record* api = t.Api(*t.acts[g.next]);
     if (api == nullptr) continue;
     const int r = ix.InnermostAt(api->tid, g.start_ns + g.Len() / 2);
@@ -336,7 +336,7 @@ void ClassifyGaps(ProcessTimeline& t) {
       continue;
     }
     // Before the repeated part: start-up, whatever follows (SteadyState), its waits included.
-    if (g.end_ns <= t.steady_from_ns) {
+    if (t.StartUp(g.end_ns)) {
       g.kind = GapKind::Warmup;
       g.wait_ns = 0;
       continue;

@@ -220,7 +220,7 @@ void RunTotals::Activity(const ProcessPass& pp, const ActivityEvent& a) {
   }
   if (k != RecordKind::GraphLaunch && GraphNodeOf(r) != 0) ++S.graph_node_activities;
   // Start-up work (before the repeated part; docs/hints.md, "Start-up and the steady state").
-  if (pp.t.steady_from_ns != 0 && r.end_ns <= pp.t.steady_from_ns) {
+  if (pp.t.StartUp(r.end_ns)) {
     if (k == RecordKind::Memcpy) {
       ++S.startup_copies;
       S.startup_copy_bytes += r.bytes;

@@ -16,6 +16,7 @@
 
 #include "cli/child.h"
 #include "cli/installed.h"
+#include "cli/run_request.h"
 
 extern char** environ;
 
@@ -195,9 +196,7 @@ std::optional<SelfCost> MeasureSelfCost(const std::string& agent, const AgentCon
   c.output_dir = tmp.string();
   c.kinds = cfg.kinds;
   c.graph_trace = cfg.graph_trace;
-  std::vector<std::string> env = {"CUDA_INJECTION64_PATH=" + agent,
-                                  "NVTX_INJECTION64_PATH=" + agent};
-  for (std::string& kv : AgentEnvironment(c)) env.push_back(std::move(kv));
+  const std::vector<std::string> env = AgentInjection(agent, c);
   std::vector<double> launch, api, range;
   for (int pair = 0; pair < kPairs; ++pair) {
     const auto plain = Capture({tool}, {});

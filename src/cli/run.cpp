@@ -233,9 +233,7 @@ std::optional<int> PrepareRunDir(const std::string& dir, bool force) {
 /// it is asked (kprof/agent_config.h); with the PyTorch layer first on Python's path.
 std::vector<std::string> ProgramEnvironment(const std::string& agent, const AgentConfig& cfg,
                                             const std::string& python_dir) {
-  std::vector<std::string> env = {"CUDA_INJECTION64_PATH=" + agent,
-                                  "NVTX_INJECTION64_PATH=" + agent};
-  for (std::string& kv : AgentEnvironment(cfg)) env.push_back(std::move(kv));
+  std::vector<std::string> env = cli::AgentInjection(agent, cfg);
   if (!python_dir.empty()) {
     // First on the path: Python imports kprof's sitecustomize, which imports the one the
     // environment had after it (src/pytorch/sitecustomize.py).

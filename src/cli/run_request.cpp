@@ -216,6 +216,13 @@ std::optional<int> ParseRunRequest(const std::vector<std::string>& args, RunRequ
   return std::nullopt;
 }
 
+std::vector<std::string> AgentInjection(const std::string& agent, const AgentConfig& c) {
+  std::vector<std::string> env = {"CUDA_INJECTION64_PATH=" + agent,
+                                  "NVTX_INJECTION64_PATH=" + agent};
+  for (std::string& kv : AgentEnvironment(c)) env.push_back(std::move(kv));
+  return env;
+}
+
 AgentConfig AgentConfigFor(const RunRequest& r, const std::string& abs_dir,
                            const std::string& python_dir) {
   AgentConfig c;

@@ -36,6 +36,10 @@ struct RunRequest {
 /// outputs. The exit status to end with when they are not usable (a message was printed).
 std::optional<int> ParseRunRequest(const std::vector<std::string>& args, RunRequest& r);
 
+/// The environment that injects `agent` into a program (for CUDA and NVTX) and asks it what `c`
+/// asks (kprof/agent_config.h): `kprof run`'s program and its calibration runs alike.
+std::vector<std::string> AgentInjection(const std::string& agent, const AgentConfig& c);
+
 /// What the agent is asked for run directory `abs_dir`; `python_dir`: the PyTorch layer's folder
 /// ("" when none). Writes the --metrics-from kernel names into the directory.
 AgentConfig AgentConfigFor(const RunRequest& r, const std::string& abs_dir,

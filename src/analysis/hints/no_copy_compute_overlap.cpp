@@ -35,7 +35,8 @@ std::optional<Hint> NoCopyComputeOverlap(const RuleContext& c) {
     };
     std::map<uint16_t, DevUse> dev;
     for (const Record* a : p.acts) {
-      if (StartUp(p, *a)) continue;  // a weight upload before the loop overlaps nothing to fix
+      if (p.StartUp(a->end_ns))
+        continue;  // a weight upload before the loop overlaps nothing to fix
       auto& s = streams[{a->device, a->tid}];
       const NsInterval iv{a->start_ns, std::max(a->start_ns, a->end_ns)};
       if (a->Kind() == RecordKind::Kernel) {

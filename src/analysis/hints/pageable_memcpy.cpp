@@ -28,7 +28,7 @@ std::optional<Hint> PageableMemcpy(const RuleContext& c) {
   for (const ProcessTimeline& p : c.timeline.processes)
     for (const Record* a : p.acts) {
       if (a->Kind() != RecordKind::Memcpy || !IsHostCopy(*a) || HostSide(*a) != MemKind::Pageable ||
-          a->bytes < kSmallCopyBytes || StartUp(p, *a))
+          a->bytes < kSmallCopyBytes || p.StartUp(a->end_ns))
         continue;
       uint64_t pinned = refs[a->flags].TimeFor(a->bytes);
       uint64_t save = a->DurationNs() > pinned ? a->DurationNs() - pinned : 0;

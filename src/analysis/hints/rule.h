@@ -67,11 +67,6 @@ Severity SeverityForPct(double pct);
 /// Fills severity and percentage from the estimate (capped at the run); returns false when the
 /// hint is below the emit floor.
 bool Price(Hint& h, const RuleContext& c);
-/// Is `r` start-up work (it ended before the program's repeated part began,
-/// ProcessTimeline::steady_from_ns)? No hint prices it: a hint prices what recurs.
-inline bool StartUp(const ProcessTimeline& p, const Record& r) {
-  return p.steady_from_ns != 0 && r.end_ns <= p.steady_from_ns;
-}
 /// Is acts[i] work of torch.compile'd code (a compiled region, not compilation itself)?
 bool InCompiledCode(const ProcessTimeline& p, size_t i);
 /// "12.5 ms (3.1% of the run)".

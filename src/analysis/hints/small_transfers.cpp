@@ -60,7 +60,7 @@ std::optional<Hint> SmallTransfers(const RuleContext& c) {
     // GPU work in the order each thread launched it.
     std::vector<std::pair<const Record*, const Record*>> launched;  // (call, activity)
     for (const Record* a : p.acts)
-      if (const Record* api = p.Api(*a); api != nullptr && !StartUp(p, *a))
+      if (const Record* api = p.Api(*a); api != nullptr && !p.StartUp(a->end_ns))
         launched.emplace_back(api, a);
     std::stable_sort(launched.begin(), launched.end(), [](const auto& x, const auto& y) {
       return x.first->tid != y.first->tid ? x.first->tid < y.first->tid
