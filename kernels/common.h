@@ -3,12 +3,14 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #define CHECK(call)                                                             \
   do {                                                                          \
@@ -42,6 +44,13 @@ inline bool TakeFlag(int& argc, char** argv, const char* flag) {
 
 inline long ArgOr(int argc, char** argv, int i, long fallback) {
   return argc > i ? std::strtol(argv[i], nullptr, 10) : fallback;
+}
+
+// The median of `v` (the upper one of an even count); 0 when empty.
+inline double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 inline double NowSeconds() {

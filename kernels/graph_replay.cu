@@ -53,12 +53,6 @@ cudaGraphExec_t Capture(cudaStream_t s, float* d, int nodes) {
   return exec;
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -19,7 +19,7 @@ struct AgentConfig {
   std::string graph_trace = "graph";  ///< KPROF_GRAPH_TRACE: graph | node
   std::string pytorch;  ///< KPROF_PYTORCH: what the PyTorch layer adds (empty: not asked)
   // Capture windows (docs/capture.md).
-  std::string capture;         ///< KPROF_CAPTURE: nvtx:NAME | cuda-profiler-api, empty = none
+  std::string capture;  ///< KPROF_CAPTURE: nvtx:NAME | cuda-profiler-api | on-demand; empty = none
   uint64_t capture_count = 1;  ///< KPROF_CAPTURE_COUNT: windows to record
   uint64_t delay_ms = 0;       ///< KPROF_DELAY_MS: after the first context; 0 = none
   uint64_t duration_ms = 0;    ///< KPROF_DURATION_MS: each window at most; 0 = no limit

@@ -21,6 +21,9 @@ int CmdReport(const std::vector<std::string>& args);
 int CmdDiff(const std::vector<std::string>& args);
 int CmdCheck(const std::vector<std::string>& args);
 int CmdExport(const std::vector<std::string>& args);  ///< 0 ok, 2 usage/input/output error
+/// kprof capture: 0 every process recorded its window, 1 some did not, 2 no such job / ended /
+/// already capturing / bad options.
+int CmdCapture(const std::vector<std::string>& args);
 int CmdDoctor(const std::vector<std::string>& args);  ///< 0 can record, 1 a problem, 2 usage
 
 }  // namespace kprof

@@ -150,9 +150,11 @@ enum class OverheadKind : uint8_t {
 /// What opened a capture window (CaptureWindow.flags).
 enum class CaptureTrigger : uint8_t {
   Unknown = 0,
-  Nvtx = 1,         ///< the push (or start) of the NVTX range --capture nvtx:NAME names
-  ProfilerApi = 2,  ///< cudaProfilerStart / cuProfilerStart (--capture cuda-profiler-api)
-  Time = 3,         ///< --delay elapsed (or the process began: --duration alone)
+  Nvtx = 1,           ///< the push (or start) of the NVTX range --capture nvtx:NAME names
+  ProfilerApi = 2,    ///< cudaProfilerStart / cuProfilerStart (--capture cuda-profiler-api)
+  Time = 3,           ///< --delay elapsed (or the process began: --duration alone)
+  OnDemand = 4,       ///< kprof capture --duration: opened by the agent's control thread
+  OnDemandSteps = 5,  ///< kprof capture --step-range NAME: the push of NAME after the chosen moment
 };
 /// What closed a capture window (CaptureWindow.c).
 enum class CaptureEnd : uint8_t {
@@ -161,6 +163,7 @@ enum class CaptureEnd : uint8_t {
   ProfilerStop = 2,  ///< cudaProfilerStop / cuProfilerStop
   Duration = 3,      ///< --duration elapsed
   ProcessEnd = 4,    ///< the process ended (or kprof stopped collecting) with the window open
+  Steps = 5,         ///< kprof capture --steps N: the pop that ended the N-th step
 };
 
 /// GraphLaunch.flags bit 0: the graph was launched from the device, by a kernel of graph `c`.

@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +33,7 @@
 #include "agent/convert.h"
 #include "agent/counters.h"
 #include "agent/cupti_setup.h"
+#include "kprof/on_demand.h"
 #include "kprof/trace.h"
 
 #define KPROF_EXPORT extern "C" __attribute__((visibility("default")))
@@ -66,8 +69,54 @@ namespace {
 // Callbacks: context destruction flushes (the context's records go away with it); graph
 // resource callbacks record how graphs are built (graphs.cpp).
 
+// On demand: a detachment waits for the exit of the program's next CUDA call (agent.h).
+std::atomic<bool> g_finalize{false};
+std::mutex g_detach_mu;
+std::condition_variable g_detach_cv;
+
+// Detaches CUPTI, inside the exit callback of a CUDA call.
+void FinalizeHere() {
+  std::lock_guard<std::mutex> lock(g_detach_mu);
+  if (!g_finalize.exchange(false)) return;
+  Agent& a = A();
+  const CUptiResult r = cuptiFinalize();
+  if (!KPROF_CUPTI(r, "detach CUPTI after a window (it stays attached)")) {
+    KPROF_CUPTI(cuptiEnableDomain(0, a.subscriber, CUPTI_CB_DOMAIN_DRIVER_API),
+                "stop watching every driver call (each will cost more)");
+    KPROF_CUPTI(cuptiEnableDomain(0, a.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API),
+                "stop watching every runtime call (each will cost more)");
+  } else {
+    CaptureDetached();
+    {
+      std::lock_guard<std::mutex> pool(a.pool_mu);
+      a.lent.clear();  // all came back with the flush before; CUPTI holds none now
+    }
+    a.subscriber = nullptr;
+    a.attached = false;
+  }
+  g_detach_cv.notify_all();
+}
+
+// With g_detach_mu held: a detachment asked for and not yet made will not be made. True when
+// there was one.
+bool CancelDetachLocked() {
+  if (!g_finalize.exchange(false)) return false;
+  Agent& a = A();
+  KPROF_CUPTI(cuptiEnableDomain(0, a.subscriber, CUPTI_CB_DOMAIN_DRIVER_API),
+              "stop watching every driver call (each will cost more)");
+  KPROF_CUPTI(cuptiEnableDomain(0, a.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API),
+              "stop watching every runtime call (each will cost more)");
+  return true;
+}
+
 void CUPTIAPI OnCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                          const void* data) {
+  if (g_finalize.load(std::memory_order_acquire) &&
+      (domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API) &&
+      static_cast<const CUpti_CallbackData*>(data)->callbackSite == CUPTI_API_EXIT) {
+    FinalizeHere();
+    return;
+  }
   if (OnCaptureCallback(domain, cbid, data)) return;
   if (OnCounterCallback(domain, cbid, data)) return;
   if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
@@ -124,11 +173,17 @@ MetaList StartMeta(const std::string& rank) {
   if (gethostname(host, sizeof(host) - 1) == 0) m.emplace_back("hostname", host);
   m.emplace_back("cmdline", ReadCmdline());
   uint64_t ts = 0;
-  KPROF_CUPTI(cuptiGetTimestamp(&ts), "read CUPTI's clock for the run's start time");
+  // On demand no CUPTI call is made before a window is asked for (any call attaches CUPTI):
+  // CLOCK_REALTIME, which is CUPTI's clock on Linux.
+  if (a.on_demand)
+    ts = ondemand::WallNs();
+  else
+    KPROF_CUPTI(cuptiGetTimestamp(&ts), "read CUPTI's clock for the run's start time");
   m.emplace_back("start_time_ns", std::to_string(ts));
   m.emplace_back("clock", "cupti");
   uint32_t cupti_version = 0;
-  if (KPROF_CUPTI(cuptiGetVersion(&cupti_version), "read the loaded CUPTI's version")) {
+  if (!a.on_demand &&
+      KPROF_CUPTI(cuptiGetVersion(&cupti_version), "read the loaded CUPTI's version")) {
     m.emplace_back("cupti_version", std::to_string(cupti_version));
   }
   int driver = 0;
@@ -155,6 +210,42 @@ MetaList StartMeta(const std::string& rank) {
 }
 
 // ---------------------------------------------------------------------------------------------
+
+// Subscribes kprof's callback: the context-destroy flush, contexts, graphs. Failure (another
+// subscriber, nsys, ...) is noted; the activity API works without a subscriber.
+bool Subscribe() {
+  Agent& a = A();
+  CUpti_SubscriberParams params{};
+  params.structSize = sizeof(CUpti_SubscriberParams);
+  params.subscriberName = "kprof";
+  char old_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 64] = {};
+  params.oldSubscriberName = old_name;
+  params.oldSubscriberSize = sizeof(old_name);
+  CUptiResult sr = cuptiSubscribe_v2(&a.subscriber, OnCallback, nullptr, &params);
+  if (sr == CUPTI_SUCCESS) {
+    KPROF_CUPTI(cuptiEnableCallback(1, a.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                    CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING),
+                "watch CUDA contexts being destroyed (their last records may be lost)");
+    KPROF_CUPTI(cuptiEnableCallback(1, a.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                    CUPTI_CBID_RESOURCE_CONTEXT_CREATED),
+                "watch CUDA contexts being made (the run will not count them)");
+    // (On demand, graphs are recorded per node, their kernels named by their records: the
+    // building of graphs is not watched, since graphs are mostly built while CUPTI is off.)
+    if (!a.on_demand) EnableGraphCallbacks(a.subscriber);
+    return true;
+  }
+  a.subscriber = nullptr;
+  const char* msg = nullptr;
+  cuptiGetResultString(sr, &msg);
+  a.subscriber_error =
+      std::string(msg != nullptr ? msg : "cuptiSubscribe failed") +
+      (old_name[0] != '\0' ? std::string(" (existing subscriber: ") + old_name + ")"
+                           : std::string());
+  std::fprintf(stderr, "kprof agent: %s\n", a.subscriber_error.c_str());
+  return false;
+}
+
+void StartCollecting();
 
 int Initialize() {
   Agent& a = A();
@@ -184,32 +275,11 @@ int Initialize() {
   const std::string stem =
       dir + "/kprof." + (rank.empty() ? "" : "rank" + rank + ".") + std::to_string(getpid());
 
-  // Subscribe for the context-destroy flush. Failure (another subscriber, nsys, ...) is noted;
-  // the activity API works without a subscriber.
-  CUpti_SubscriberParams params{};
-  params.structSize = sizeof(CUpti_SubscriberParams);
-  params.subscriberName = "kprof";
-  char old_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 64] = {};
-  params.oldSubscriberName = old_name;
-  params.oldSubscriberSize = sizeof(old_name);
-  CUptiResult sr = cuptiSubscribe_v2(&a.subscriber, OnCallback, nullptr, &params);
-  if (sr == CUPTI_SUCCESS) {
-    KPROF_CUPTI(cuptiEnableCallback(1, a.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                                    CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING),
-                "watch CUDA contexts being destroyed (their last records may be lost)");
-    KPROF_CUPTI(cuptiEnableCallback(1, a.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                                    CUPTI_CBID_RESOURCE_CONTEXT_CREATED),
-                "watch CUDA contexts being made (the run will not count them)");
-    EnableGraphCallbacks(a.subscriber);
-  } else {
-    const char* msg = nullptr;
-    cuptiGetResultString(sr, &msg);
-    a.subscriber_error =
-        std::string(msg != nullptr ? msg : "cuptiSubscribe failed") +
-        (old_name[0] != '\0' ? std::string(" (existing subscriber: ") + old_name + ")"
-                             : std::string());
-    std::fprintf(stderr, "kprof agent: %s\n", a.subscriber_error.c_str());
-  }
+  a.on_demand = cfg.capture == "on-demand";
+  // On demand, graphs are recorded per node: graph-level tracing cannot be switched on for a
+  // graph instantiated while it was off (capture.md), and CUPTI is off until a window.
+  if (a.on_demand) a.graph_level = false;
+  if (!a.on_demand) Subscribe();
 
   // A program that execs another CUDA program keeps its pid: the second image's agent takes the
   // next free name (kprof.PID.1.kprof, ...) and never opens an existing file (O_EXCL).
@@ -236,6 +306,18 @@ int Initialize() {
     ++a.allocated;
   }
 
+  if (a.on_demand) {
+    // Dormant: no CUPTI at all until kprof capture asks (on_demand.cpp).
+    MetaList setup;
+    ConfigureCapture(cfg, problems, setup);
+    StartCapture(nullptr, a.kinds);
+    setup.emplace_back("on_demand", "dormant until kprof capture");
+    a.writer.WriteMeta(setup);
+    StartCollecting();
+    if (!StartOnDemand(dir, rank)) a.writer.WriteMeta({{"on_demand_problem", "no control thread"}});
+    return 1;
+  }
+  a.attached = true;
   bool ok = ConfigureActivityAttributes(/*zeroed_buffers=*/true, Knobs().device_buffer_mb);
   ok &= KPROF_CUPTI(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted),
                     "hand CUPTI kprof's record buffers (nothing will be recorded)");
@@ -266,6 +348,12 @@ int Initialize() {
   // Hardware counters (--metrics): after the activity kinds, on kprof's subscriber.
   if (ConfigureCounters(cfg, problems)) StartCounters(a.subscriber, setup);
   a.writer.WriteMeta(setup);
+  StartCollecting();
+  return 1;
+}
+
+void StartCollecting() {
+  Agent& a = A();
   a.pid = getpid();
   // A child forked without exec has no writer, flusher or signal thread: it records nothing
   // (CUDA is not usable there either) and must not finish the parent's file at its exit.
@@ -275,10 +363,78 @@ int Initialize() {
   a.flusher_thread = std::thread(FlusherLoop);
   InstallSignalHandlers();
   std::atexit(AtExit);
-  return 1;
 }
 
 }  // namespace
+
+void CancelDetach() {
+  std::lock_guard<std::mutex> lock(g_detach_mu);
+  if (A().attached) CancelDetachLocked();
+}
+
+bool AttachCupti(std::string* why) {
+  Agent& a = A();
+  {
+    std::lock_guard<std::mutex> lock(g_detach_mu);
+    if (a.attached) {
+      // Still attached: a detachment that waited for a CUDA call in vain is called off.
+      if (CancelDetachLocked()) {
+        KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE),
+                    "record the devices' properties (the run's meta will lack them)");
+        PauseFlusher(false);
+      }
+      return true;
+    }
+  }
+  // The subscriber first: after cuptiFinalize, the activity calls answer
+  // CUPTI_ERROR_NOT_INITIALIZED until CUPTI is initialised again (H200, CUDA 13.0).
+  if (!Subscribe()) {
+    *why = a.subscriber_error;
+    return false;
+  }
+  ConfigureActivityAttributes(/*zeroed_buffers=*/true, Knobs().device_buffer_mb);
+  if (!KPROF_CUPTI(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted),
+                   "hand CUPTI kprof's record buffers (nothing will be recorded)")) {
+    *why = "CUPTI refused kprof's record buffers";
+    return false;
+  }
+  KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE),
+              "record the devices' properties (the run's meta will lack them)");
+  CaptureAttached(a.subscriber);
+  a.attached = true;
+  PauseFlusher(false);
+  static std::once_flag version;
+  std::call_once(version, [&] {
+    uint32_t v = 0;
+    if (KPROF_CUPTI(cuptiGetVersion(&v), "read the loaded CUPTI's version")) {
+      std::lock_guard<std::mutex> lock(a.side_mu);
+      a.side_meta.emplace_back("cupti_version", std::to_string(v));
+    }
+  });
+  return true;
+}
+
+bool DetachCupti(int timeout_ms, const std::atomic<bool>& stop) {
+  Agent& a = A();
+  if (!a.attached) return true;
+  PauseFlusher(true);
+  KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DEVICE),
+              "stop the devices' records after a window");
+  // Everything CUPTI holds goes to the file first: after cuptiFinalize no buffer comes back, and
+  // the writer must not read one with CUPTI detached.
+  FlushWithTimeout(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, kExitFlushTimeoutMs);
+  WaitDrained(kExitFlushTimeoutMs);
+  g_finalize = true;
+  KPROF_CUPTI(cuptiEnableDomain(1, a.subscriber, CUPTI_CB_DOMAIN_DRIVER_API),
+              "watch the next driver call to detach CUPTI in it");
+  KPROF_CUPTI(cuptiEnableDomain(1, a.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API),
+              "watch the next runtime call to detach CUPTI in it");
+  std::unique_lock<std::mutex> lock(g_detach_mu);
+  g_detach_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                       [&] { return !a.attached || stop.load(); });
+  return !a.attached;
+}
+
 }  // namespace kprof::agent
 
 /// Called by the CUDA driver while it initialises (CUDA_INJECTION64_PATH). Idempotent.

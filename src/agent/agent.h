@@ -41,7 +41,11 @@ constexpr int kSignalFlushTimeoutMs = 3000;
 struct Agent {
   std::mutex init_mu;
   bool initialized = false;
-  std::atomic<bool> active{false};     // collecting
+  std::atomic<bool> active{false};  // collecting
+  // CUPTI is attached to the process (on demand, only from a request to the end of its window;
+  // otherwise from start-up on). No CUPTI call may be made while it is not: any call attaches it.
+  std::atomic<bool> attached{false};
+  bool on_demand = false;              // KPROF_CAPTURE=on-demand (on_demand.cpp)
   std::atomic<bool> finishing{false};  // Finish() started (in this process)
   std::atomic<bool> finished{false};   // Finish() ran to its end (or gave up on a stuck writer)
   uint32_t kinds = kKindAll;
@@ -59,6 +63,9 @@ struct Agent {
   // Writer thread: kernel records without times whose replay had not ended (counters.h).
   std::vector<Record> deferred;
   std::atomic<uint64_t> forced_flushes{0};  // by the flusher, CUPTI holding too many buffers
+  // The flusher holds off (CUPTI being detached): it sets `flushing` before it reads `paused`,
+  // the detacher sets `paused` before it reads `flushing` (both sequentially consistent).
+  std::atomic<bool> flush_paused{false}, flushing{false};
   // CUDA contexts created in this process: 0 at the end for a process that loaded CUDA but ran
   // nothing on a GPU (a launcher such as torchrun's, which counts the devices).
   std::atomic<uint64_t> contexts{0};
@@ -141,6 +148,28 @@ bool FlushWithTimeout(uint32_t flag, int timeout_ms);
 bool WaitDrained(int timeout_ms);
 void Finish(const std::string& reason);
 void AtExit();
+
+/// Holds the periodic flusher off (and waits for a flush in progress), or lets it go on.
+void PauseFlusher(bool paused);
+
+// agent.cpp: CUPTI attached and detached again (on demand: around each window).
+/// Subscribes kprof's callback, hands CUPTI the record buffers and enables the device records;
+/// false (with `why`) when CUPTI refused.
+bool AttachCupti(std::string* why);
+/// Everything recorded goes to the file, then CUPTI is detached (cuptiFinalize, at the exit of
+/// the program's next CUDA call, the only place CUPTI allows it). False when no CUDA call came
+/// within `timeout_ms` or `stop` was set: the detachment then happens at the next call.
+bool DetachCupti(int timeout_ms, const std::atomic<bool>& stop);
+/// A detachment still waiting for a CUDA call is called off (the process is ending).
+void CancelDetach();
+
+// on_demand.cpp
+/// Starts the control thread of an on-demand run: its presence in RUN_DIR/control, and the
+/// requests of kprof capture. False (with a line on stderr) when the folder cannot be used.
+bool StartOnDemand(const std::string& run_dir, const std::string& rank);
+/// Stops the control thread (a window it holds open is closed as ended with the process) and
+/// says the process has ended. Idempotent.
+void EndOnDemand();
 
 // graphs.cpp
 /// Enables the graph resource callbacks on `subscriber` (per callback id).

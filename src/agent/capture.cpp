@@ -38,58 +38,73 @@
 
 #include "agent/agent.h"
 #include "agent/capture_graphs.h"
+#include "agent/capture_internal.h"
 #include "agent/cupti_setup.h"
+#include "kprof/on_demand.h"
 
 namespace kprof::agent {
+namespace capture {
+
+std::atomic<uint64_t> g_nvtx_ranges{0};
+std::atomic<bool> g_window_open{false};
+
+// The message of an NVTX push or start, when it is ASCII (other kinds never match a name).
+const char* NvtxMessage(CUpti_CallbackId cbid, const void* params, const void** domain) {
+  const nvtxEventAttributes_t* attr = nullptr;
+  switch (cbid) {
+    case CUPTI_CBID_NVTX_nvtxRangePushA:
+      return static_cast<const nvtxRangePushA_params*>(params)->message;
+    case CUPTI_CBID_NVTX_nvtxRangeStartA:
+      return static_cast<const nvtxRangeStartA_params*>(params)->message;
+    case CUPTI_CBID_NVTX_nvtxRangePushEx:
+      attr = static_cast<const nvtxRangePushEx_params*>(params)->eventAttrib;
+      break;
+    case CUPTI_CBID_NVTX_nvtxRangeStartEx:
+      attr = static_cast<const nvtxRangeStartEx_params*>(params)->eventAttrib;
+      break;
+    case CUPTI_CBID_NVTX_nvtxDomainRangePushEx: {
+      const auto* p = static_cast<const nvtxDomainRangePushEx_params*>(params);
+      *domain = p->domain;
+      attr = p->core.eventAttrib;
+      break;
+    }
+    case CUPTI_CBID_NVTX_nvtxDomainRangeStartEx: {
+      const auto* p = static_cast<const nvtxDomainRangeStartEx_params*>(params);
+      *domain = p->domain;
+      attr = p->core.eventAttrib;
+      break;
+    }
+    default:
+      return nullptr;
+  }
+  if (attr == nullptr || attr->messageType != NVTX_MESSAGE_TYPE_ASCII) return nullptr;
+  return attr->message.ascii;
+}
+
+// Each thread's push depth per NVTX domain (null: the default domain), since the attachment
+// `t_depth_generation` (callbacks missed while CUPTI was detached leave nothing behind).
+thread_local std::unordered_map<const void*, int> t_depth;
+thread_local uint64_t t_depth_generation = 0;
+std::atomic<uint64_t> g_attachments{0};
+
+int& NvtxDepth(const void* domain) {
+  const uint64_t now = g_attachments.load(std::memory_order_relaxed);
+  if (t_depth_generation != now) {
+    t_depth.clear();
+    t_depth_generation = now;
+  }
+  return t_depth[domain];
+}
+
+}  // namespace capture
 namespace {
 
-struct Settings {
-  CaptureTrigger trigger = CaptureTrigger::Unknown;  // Unknown: no windows
-  std::string range;                                 // nvtx:NAME
-  uint64_t count = 1;                                // windows to record
-  uint64_t delay_ns = 0, duration_ns = 0;
-};
-
-struct State {
-  std::mutex mu;
-  std::condition_variable cv;  // the timer waits on it
-  bool armed = false;          // --delay has elapsed
-  bool open = false;
-  bool stop = false;  // EndCapture: the timer ends
-  bool ended = false;
-  uint64_t windows = 0;  // opened so far
-  uint64_t opened_ns = 0;
-  uint32_t opened_tid = 0;
-  std::string opened_by;
-  CaptureTrigger opened_trigger = CaptureTrigger::Unknown;
-  // The NVTX range that opened the window: its thread and domain, and the depth of that
-  // thread's stack in that domain below it (a pop back to it closes the window); or the id of
-  // a start/end range.
-  uint32_t owner_thread = 0;
-  const void* owner_domain = nullptr;
-  int owner_depth = -1;
-  uint64_t owner_range_id = 0;
-  uint64_t nvtx_seen = 0;  // pushes and starts of the range named
-  uint32_t kinds = 0;
-  std::thread timer;
-  // What CUPTI records now (the kinds of `kinds`) and what the windows want: they differ while
-  // a switch waits for a context (Sync).
-  bool kinds_on = false;
-  bool want_on = false;
-  bool context_ready = false;                        // the first context exists
-  uint64_t context_ns = 0;                           // when it was made (CUPTI clock)
-  std::chrono::steady_clock::time_point context_at;  // the same, for the timer
-  std::chrono::steady_clock::time_point opened_at;   // the open window's opening, for the timer
-  uint64_t deferred_switches = 0;                    // switches that waited for a context
-};
+using namespace capture;  // NOLINT(google-build-using-namespace): this file's own internals
 
 Settings g_settings;
 bool g_debug = false;  // KPROF_CAPTURE_DEBUG=1: each window's opening and closing on stderr
 ApiRecords g_api = ApiRecords::Kind;  // KPROF_CAPTURE_API=id: per callback id (diagnosis)
 std::atomic<bool> g_configured{false};
-// Pushes and starts of any range: a window that never opens, did NVTX reach kprof at all?
-std::atomic<uint64_t> g_nvtx_ranges{0};
-std::atomic<bool> g_window_open{false};
 // Context-making driver calls in flight (kContextCalls), and a switch of CUPTI's kinds in
 // progress: a context call that begins waits for the switch (briefly), a switch that finds a
 // call in flight waits for the call to return. Both sequentially consistent: each side sets its
@@ -104,6 +119,24 @@ constexpr CUpti_CallbackId kContextCalls[] = {
     CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v3, CUPTI_DRIVER_TRACE_CBID_cuCtxCreate_v4};
 // How long a context call waits for a switch in progress before it goes on regardless.
 constexpr auto kSwitchWait = std::chrono::milliseconds(200);
+
+}  // namespace
+
+namespace capture {
+
+Settings& Config() { return g_settings; }
+
+void WatchContexts(CUpti_SubscriberHandle subscriber) {
+  // Context calls and graph launches (see the top of this file); without them windows still
+  // work, with the risks those callbacks exist to avoid.
+  for (CUpti_CallbackId id : kContextCalls)
+    KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id),
+                "watch context creation (a capture window may switch during it)");
+  KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                  CUPTI_CBID_RESOURCE_CONTEXT_CREATED),
+              "watch context creation (a capture window may switch during it)");
+  WatchGraphLaunches(subscriber);
+}
 
 State& S() {
   static State* s = new State();  // leaked: callbacks may come after static destructors
@@ -152,6 +185,7 @@ void Open(State& s, CaptureTrigger trigger, std::string by) {
   // launches meanwhile may be recorded), the graph launches it holds once they are: a graph
   // launch is the window's when its call was recorded (capture.h).
   s.opened_ns = Now();
+  s.opened_wall = ondemand::WallNs();
   s.opened_at = std::chrono::steady_clock::now();
   s.want_on = true;
   const int apis = Sync(s);
@@ -175,6 +209,7 @@ void Open(State& s, CaptureTrigger trigger, std::string by) {
 void Close(State& s, CaptureEnd why) {
   if (!s.open) return;
   const uint64_t closing = Now();
+  s.closed_wall = ondemand::WallNs();
   g_window_open = false;
   GraphWindowClosed(closing);  // graph launches from here on are not the window's
   s.want_on = false;
@@ -203,6 +238,9 @@ void Close(State& s, CaptureEnd why) {
   if (s.windows >= g_settings.count) s.ended = true;
   s.cv.notify_all();
 }
+
+}  // namespace capture
+namespace {
 
 // The timer: waits for the first context, then arms (and for --delay/--duration alone opens)
 // after the delay, and closes each window --duration after the later of its opening and the
@@ -264,42 +302,6 @@ void OnContextCall(const CUpti_CallbackData& cb) {
   }
 }
 
-// The message of an NVTX push or start, when it is ASCII (other kinds never match a name).
-const char* Message(CUpti_CallbackId cbid, const void* params, const void** domain) {
-  const nvtxEventAttributes_t* attr = nullptr;
-  switch (cbid) {
-    case CUPTI_CBID_NVTX_nvtxRangePushA:
-      return static_cast<const nvtxRangePushA_params*>(params)->message;
-    case CUPTI_CBID_NVTX_nvtxRangeStartA:
-      return static_cast<const nvtxRangeStartA_params*>(params)->message;
-    case CUPTI_CBID_NVTX_nvtxRangePushEx:
-      attr = static_cast<const nvtxRangePushEx_params*>(params)->eventAttrib;
-      break;
-    case CUPTI_CBID_NVTX_nvtxRangeStartEx:
-      attr = static_cast<const nvtxRangeStartEx_params*>(params)->eventAttrib;
-      break;
-    case CUPTI_CBID_NVTX_nvtxDomainRangePushEx: {
-      const auto* p = static_cast<const nvtxDomainRangePushEx_params*>(params);
-      *domain = p->domain;
-      attr = p->core.eventAttrib;
-      break;
-    }
-    case CUPTI_CBID_NVTX_nvtxDomainRangeStartEx: {
-      const auto* p = static_cast<const nvtxDomainRangeStartEx_params*>(params);
-      *domain = p->domain;
-      attr = p->core.eventAttrib;
-      break;
-    }
-    default:
-      return nullptr;
-  }
-  if (attr == nullptr || attr->messageType != NVTX_MESSAGE_TYPE_ASCII) return nullptr;
-  return attr->message.ascii;
-}
-
-// Each thread's push depth per NVTX domain (null: the default domain).
-thread_local std::unordered_map<const void*, int> t_depth;
-
 void OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData& d) {
   State& s = S();
   const void* domain = nullptr;
@@ -309,8 +311,8 @@ void OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData& d) {
     case CUPTI_CBID_NVTX_nvtxRangePushEx:
     case CUPTI_CBID_NVTX_nvtxDomainRangePushEx: {
       g_nvtx_ranges.fetch_add(1, std::memory_order_relaxed);
-      const char* msg = Message(cbid, d.functionParams, &domain);
-      int& depth = t_depth[domain];
+      const char* msg = NvtxMessage(cbid, d.functionParams, &domain);
+      int& depth = NvtxDepth(domain);
       const int below = depth++;
       if (msg == nullptr || g_settings.range != msg) return;
       std::lock_guard<std::mutex> lock(s.mu);
@@ -327,7 +329,7 @@ void OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData& d) {
     case CUPTI_CBID_NVTX_nvtxDomainRangePop: {
       if (cbid == CUPTI_CBID_NVTX_nvtxDomainRangePop)
         domain = static_cast<const nvtxDomainRangePop_params*>(d.functionParams)->domain;
-      int& depth = t_depth[domain];
+      int& depth = NvtxDepth(domain);
       if (depth > 0) --depth;
       if (!g_window_open) return;
       std::lock_guard<std::mutex> lock(s.mu);
@@ -340,7 +342,7 @@ void OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData& d) {
     case CUPTI_CBID_NVTX_nvtxRangeStartEx:
     case CUPTI_CBID_NVTX_nvtxDomainRangeStartEx: {
       g_nvtx_ranges.fetch_add(1, std::memory_order_relaxed);
-      const char* msg = Message(cbid, d.functionParams, &domain);
+      const char* msg = NvtxMessage(cbid, d.functionParams, &domain);
       if (msg == nullptr || g_settings.range != msg) return;
       std::lock_guard<std::mutex> lock(s.mu);
       ++s.nvtx_seen;
@@ -367,7 +369,9 @@ void OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData& d) {
   }
 }
 
-constexpr CUpti_CallbackId kNvtxIds[] = {
+}  // namespace
+
+const CUpti_CallbackId capture::kNvtxIds[11] = {
     CUPTI_CBID_NVTX_nvtxRangePushA,         CUPTI_CBID_NVTX_nvtxRangePushW,
     CUPTI_CBID_NVTX_nvtxRangePushEx,        CUPTI_CBID_NVTX_nvtxDomainRangePushEx,
     CUPTI_CBID_NVTX_nvtxRangePop,           CUPTI_CBID_NVTX_nvtxDomainRangePop,
@@ -375,6 +379,8 @@ constexpr CUpti_CallbackId kNvtxIds[] = {
     CUPTI_CBID_NVTX_nvtxDomainRangeStartEx, CUPTI_CBID_NVTX_nvtxRangeEnd,
     CUPTI_CBID_NVTX_nvtxDomainRangeEnd,
 };
+
+namespace {
 
 bool IsProfilerStart(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   return (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
@@ -406,6 +412,10 @@ bool ConfigureCapture(const AgentConfig& cfg, const std::vector<ConfigProblem>& 
     s.range = cfg.capture.substr(5);
   } else if (cfg.capture == "cuda-profiler-api") {
     s.trigger = CaptureTrigger::ProfilerApi;
+  } else if (cfg.capture == "on-demand") {
+    // Windows as kprof capture asks for them, as many as it asks (capture_on_demand.cpp).
+    s.trigger = CaptureTrigger::OnDemand;
+    s.count = std::numeric_limits<uint64_t>::max();
   } else if (s.delay_ns > 0 || s.duration_ns > 0) {
     s.trigger = CaptureTrigger::Time;
     s.count = 1;
@@ -414,8 +424,10 @@ bool ConfigureCapture(const AgentConfig& cfg, const std::vector<ConfigProblem>& 
   g_settings = s;
   meta.emplace_back("capture", s.trigger == CaptureTrigger::Nvtx          ? "nvtx:" + s.range
                                : s.trigger == CaptureTrigger::ProfilerApi ? "cuda-profiler-api"
+                               : s.trigger == CaptureTrigger::OnDemand    ? "on-demand"
                                                                           : "time");
-  meta.emplace_back("capture_count", std::to_string(s.count));
+  if (s.trigger != CaptureTrigger::OnDemand)
+    meta.emplace_back("capture_count", std::to_string(s.count));
   if (s.delay_ns) meta.emplace_back("capture_delay_ns", std::to_string(s.delay_ns));
   if (s.duration_ns) meta.emplace_back("capture_duration_ns", std::to_string(s.duration_ns));
   return true;
@@ -426,6 +438,14 @@ bool StartCapture(CUpti_SubscriberHandle subscriber, uint32_t kinds) {
   s.kinds = kinds;
   g_debug = Knobs().capture_debug;
   if (Knobs().capture_api_ids) g_api = ApiRecords::PerId;
+  if (g_settings.trigger == CaptureTrigger::OnDemand) {
+    // Nothing of CUPTI until kprof capture asks (any CUPTI call attaches it): CaptureAttached.
+    g_configured = true;
+    WatchGraphWork();
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.armed = true;
+    return true;
+  }
   // The API ids are found now, outside any callback, not in the first window on the program's
   // thread.
   const size_t ids = PrepareApiRecords();
@@ -452,15 +472,7 @@ bool StartCapture(CUpti_SubscriberHandle subscriber, uint32_t kinds) {
     if (!ok) return false;
   }
   if (subscriber != nullptr) {
-    // Context calls and graph launches (see the top of this file); without them windows still
-    // work, with the risks those callbacks exist to avoid.
-    for (CUpti_CallbackId id : kContextCalls)
-      KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id),
-                  "watch context creation (a capture window may switch during it)");
-    KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
-                                    CUPTI_CBID_RESOURCE_CONTEXT_CREATED),
-                "watch context creation (a capture window may switch during it)");
-    WatchGraphLaunches(subscriber);
+    WatchContexts(subscriber);
   } else {
     s.context_ready = true;  // nothing will say when the first context comes
     s.context_at = std::chrono::steady_clock::now();
@@ -483,6 +495,8 @@ bool OnCaptureCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const
   if (domain == CUPTI_CB_DOMAIN_NVTX) {
     if (g_settings.trigger == CaptureTrigger::Nvtx)
       OnNvtx(cbid, *static_cast<const CUpti_NvtxData*>(data));
+    else if (g_settings.trigger == CaptureTrigger::OnDemand)
+      OnDemandNvtx(cbid, *static_cast<const CUpti_NvtxData*>(data));
     return true;
   }
   if (domain == CUPTI_CB_DOMAIN_RESOURCE) {

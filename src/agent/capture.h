@@ -38,6 +38,35 @@ bool StartCapture(CUpti_SubscriberHandle subscriber, uint32_t kinds);
 bool OnCaptureCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
 /// True when windows were asked for and none is open: the counters' replay stays idle.
 bool OutsideWindow();
+
+// On demand (--on-demand, on_demand.h): the agent's control thread drives the windows; CUPTI is
+// attached only around them.
+/// CUPTI was attached (again): the callbacks the windows need are enabled on `subscriber` (NVTX,
+/// context creation, graph launches); nothing is recorded until a window opens.
+void CaptureAttached(CUpti_SubscriberHandle subscriber);
+/// CUPTI was detached: nothing is switched on any more.
+void CaptureDetached();
+/// Opens a window now (kprof capture --duration); false when one is open.
+bool OpenOnDemand();
+/// Closes the open window, if any.
+void CloseOnDemand(CaptureEnd why);
+/// Notes the begin times (WallNs) of the NVTX range `range` from now on ("" stops).
+void WatchSteps(const std::string& range);
+/// The last begin times noted (oldest first, at most 8).
+std::vector<uint64_t> StepBegins();
+/// The window opens at the first begin of the watched range at or after `at_ns` (WallNs) and
+/// closes at the end of the `steps`-th step.
+void ArmSteps(uint64_t steps, uint64_t at_ns);
+/// The windows as the control thread sees them.
+struct WindowStatus {
+  bool open = false;
+  bool armed = false;    // ArmSteps waits for its step
+  uint64_t windows = 0;  // opened so far in this process
+  uint64_t steps_done = 0;
+  uint64_t opened_wall_ns = 0, closed_wall_ns = 0;  // the last window's (WallNs)
+};
+WindowStatus CaptureStatus();
+
 /// Ends the windows at the end of collection: an open one is recorded as ended with the process;
 /// the timer stops; the number of windows and the NVTX ranges seen go to the meta. Idempotent.
 void EndCapture();

@@ -269,6 +269,12 @@ void FlusherLoop() {
     a.flusher_cv.wait_for(lock, std::chrono::milliseconds(a.flush_period_ms));
     if (a.stop_flusher || !a.active) break;
     lock.unlock();
+    a.flushing = true;  // (before reading flush_paused: see agent.h)
+    if (a.flush_paused || !a.attached) {
+      a.flushing = false;
+      lock.lock();
+      continue;
+    }
     KPROF_CUPTI(cuptiActivityFlushAll(0),
                 "collect CUPTI's completed buffers (records wait for the next flush)");
     // CUPTI keeps asking for buffers without handing full ones back, and holds more than the
@@ -285,6 +291,7 @@ void FlusherLoop() {
                   "collect the buffers CUPTI holds (records may be dropped)");
       ++a.forced_flushes;
     }
+    a.flushing = false;
     lock.lock();
   }
   a.flusher_done = true;
@@ -294,6 +301,7 @@ void FlusherLoop() {
 // Runs cuptiActivityFlushAll on a helper thread and gives up waiting after `timeout_ms`
 // (flushes that hang at exit have been reported). Returns true when it finished in time.
 bool FlushWithTimeout(uint32_t flag, int timeout_ms) {
+  if (!A().attached) return true;  // CUPTI detached (on demand): nothing of it to collect
   struct Shared {
     std::mutex mu;
     std::condition_variable cv;
@@ -321,6 +329,12 @@ bool FlushWithTimeout(uint32_t flag, int timeout_ms) {
   return ok;
 }
 
+void PauseFlusher(bool paused) {
+  Agent& a = A();
+  a.flush_paused = paused;  // (before reading flushing: see agent.h)
+  while (paused && a.flushing) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
 // Waits until the writer has processed everything enqueued so far.
 bool WaitDrained(int timeout_ms) {
   Agent& a = A();
@@ -346,6 +360,7 @@ void Finish(const std::string& reason) {
     return;
   }
   a.finishing = true;
+  EndOnDemand();       // the control thread stops (on demand); a window it holds open ends
   EndCapture();        // an open window ends here: its record before the final flush
   StopCounters(true);  // the counters' meta (and any last samples), before the final flush
   // The buffers CUPTI holds now: the forced flush must return every one of them. Buffers it asks

@@ -32,6 +32,10 @@ void CorrelationIndex::Build(const ProcessTrace& p) {
 
 namespace {
 
+// The push of an on-demand window's first step, if CUPTI recorded it after all, lies this close
+// to the window's opening (the window opens inside that push's callback).
+constexpr uint64_t kFirstStepSlackNs = 50'000;
+
 bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
@@ -263,6 +267,22 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
   // A capture window opened by an NVTX range stands for that range, which CUPTI does not record
   // (the window opens inside its push and closes inside its pop: docs/capture.md), unless the
   // range was recorded after all (a push of the same name on that thread inside the window).
+  // An on-demand window of steps (kprof capture --step-range) opens inside its first step's
+  // push: that step runs from the window's opening to the next recorded push of the range.
+  for (const Record& w : p.records) {
+    if (w.Kind() != RecordKind::CaptureWindow || w.name == 0 ||
+        static_cast<CaptureTrigger>(w.flags) != CaptureTrigger::OnDemandSteps)
+      continue;
+    uint64_t end = std::max(w.start_ns, w.end_ns), first = end;
+    bool recorded = false;
+    for (const Record* m : markers) {
+      if (m->Kind() != RecordKind::MarkerStart || m->name != w.name || m->tid != w.tid) continue;
+      recorded |= m->start_ns + kFirstStepSlackNs >= w.start_ns &&
+                  m->start_ns <= w.start_ns + kFirstStepSlackNs;
+      if (m->start_ns > w.start_ns) first = std::min(first, m->start_ns);
+    }
+    if (!recorded) add({&w, w.start_ns, first, w.tid, 0, -1, true});
+  }
   for (const Record& w : p.records) {
     if (w.Kind() != RecordKind::CaptureWindow ||
         static_cast<CaptureTrigger>(w.flags) != CaptureTrigger::Nvtx || w.name == 0)

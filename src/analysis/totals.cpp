@@ -83,7 +83,9 @@ void CaptureOf(const ProcessTrace& p, const ProcessTimeline& t, const ProcessSum
     return;
   }
   std::string why = "its window never opened";
-  if (capture.rfind("nvtx:", 0) == 0 && p.meta.count("capture_nvtx_ranges")) {
+  if (capture == "on-demand") {
+    why = "no window was asked for (kprof capture)";
+  } else if (capture.rfind("nvtx:", 0) == 0 && p.meta.count("capture_nvtx_ranges")) {
     const uint64_t ranges = p.MetaU64("capture_nvtx_ranges");
     why += ranges == 0 ? " (no NVTX range reached kprof)"
                        : fmt::format(" (no range '{}' among its {} NVTX ranges)", capture.substr(5),

@@ -18,6 +18,7 @@ constexpr const char* kUsage =
     "usage:\n"
     "  kprof run [options] -- PROGRAM [ARGS...]   profile a program (and its children)\n"
     "  kprof report [options] INPUT...            analyse saved runs or Chrome/PyTorch traces\n"
+    "  kprof capture RUN_DIR [options]            a window in a job started with --on-demand\n"
     "  kprof diff [options] BASE NEW              compare runs; exit 1 on a regression\n"
     "  kprof check [options] RUN --budget FILE    check a run against a budget\n"
     "  kprof export INPUT... --sqlite FILE        export runs as SQLite (Nsight Systems tables)\n"
@@ -26,7 +27,8 @@ constexpr const char* kUsage =
     "'kprof COMMAND --help' shows the options of a command.\n"
     "exit codes: run: the program's own status (128+N when killed by signal N; 127 program not\n"
     "found, 126 not executable); report, export: 0 ok, 2 bad input; diff/check: 0 pass,\n"
-    "1 regression, 2 usage or input error.\n";
+    "1 regression, 2 usage or input error; capture: 0 recorded, 1 some process did not, 2 no\n"
+    "such job, ended, or already capturing.\n";
 
 // `report`, `diff` and `check` allocate hundreds of MB at once on large traces. On virtual
 // machines a page fault costs microseconds, and glibc's malloc backed by transparent huge pages
@@ -76,6 +78,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   if (cmd == "run") return kprof::CmdRun(args);
   if (cmd == "report") return kprof::CmdReport(args);
+  if (cmd == "capture") return kprof::CmdCapture(args);
   if (cmd == "diff") return kprof::CmdDiff(args);
   if (cmd == "check") return kprof::CmdCheck(args);
   if (cmd == "export") return kprof::CmdExport(args);

@@ -98,6 +98,10 @@ void AddViewOptions(CLI::App& app, ViewOptions& v, bool with_output) {
   app.add_option("--html", v.html,
                  "Also write a self-contained HTML report (timeline, tables, hints) to this file");
   app.add_flag("--no-hints", v.no_hints, "Do not compute bottleneck hints");
+  app.add_option("--window", v.window,
+                 "Only the K-th capture window of each process (1 = the first; kprof capture "
+                 "says which): its records, its hints")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000'000}));
   if (with_output) {
     app.add_option("-o,--output", v.output, "Write the report to this file");
     app.add_flag("--force", v.force,
@@ -118,7 +122,14 @@ ViewOutputs OpenOutputs(const ViewOptions& v) {
   return out;
 }
 
-void Present(const Run& run, const ViewOptions& v, const std::string& saved_to, ViewOutputs& out) {
+void Present(const Run& whole, const ViewOptions& v, const std::string& saved_to,
+             ViewOutputs& out) {
+  Run selected;
+  if (v.window != 0) {
+    selected = whole;
+    KeepWindow(selected, v.window);
+  }
+  const Run& run = v.window != 0 ? selected : whole;
   AnalysisOptions ao;
   auto by = ParseGroupBy(v.by);
   if (!by)

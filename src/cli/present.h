@@ -22,7 +22,8 @@ struct ViewOptions {
   std::string html;       ///< write the HTML report here too
   bool force = false;     ///< overwrite existing -o, --trace, --trace-dir and --html files
   bool no_hints = false;
-  bool quiet = false;  ///< kprof run --quiet: no report printed; the files asked for still written
+  uint64_t window = 0;  ///< --window K: only each process's K-th capture window (0: all)
+  bool quiet = false;   ///< kprof run --quiet: no report printed; the files asked for still written
 };
 
 /// Adds --by, --format, --top, --sort, --filter, --trace, --trace-dir, --html, --no-hints (and -o

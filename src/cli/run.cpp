@@ -31,6 +31,7 @@
 #include "cli/run_spread.h"
 #include "kprof/agent_config.h"
 #include "kprof/cli.h"
+#include "kprof/on_demand.h"
 #include "kprof/output.h"
 
 extern char** environ;
@@ -366,6 +367,19 @@ int CmdRun(const std::vector<std::string>& args) {
     }
     AgentConfig cfg = cli::AgentConfigFor(r, fs::absolute(dir).string(), python_dir);
     cfg.self_cost = self_cost;
+    if (r.on_demand) {
+      // The folder kprof capture and the agents talk through (kprof/on_demand.h), empty.
+      std::error_code ec;
+      const std::string control = ondemand::ControlDir(dir);
+      fs::remove_all(control, ec);
+      fs::create_directories(control, ec);
+      if (ec) return cli::UsageError("run", control + ": cannot create: " + ec.message());
+      if (!r.quiet)
+        std::fprintf(stderr,
+                     "kprof run: on demand: nothing is recorded until, from another shell,\n"
+                     "  kprof capture %s --step-range STEP_RANGE --steps N   (or --duration S)\n",
+                     dir.c_str());
+    }
     Launch l = Start(r.program, ProgramEnvironment(agent, cfg, python_dir));
     if (!l.started) return l.status;
     // kprof exits with the program's status; with --repeat, with the first failing one.

@@ -64,6 +64,33 @@ std::vector<std::string> TopKernelNames(const std::string& run_path, size_t top)
   return names;
 }
 
+/// The capture windows' options together (--capture, --capture-count, --delay, --duration,
+/// --on-demand) and with the counters: the exit status when they do not go together.
+std::optional<int> CheckWindowOptions(const RunRequest& r, bool count_given, bool sampled,
+                                      bool counters) {
+  if (!r.capture.empty() && r.capture != "cuda-profiler-api" &&
+      (r.capture.rfind("nvtx:", 0) != 0 || r.capture.size() == 5))
+    return UsageError("run",
+                      "--capture must be nvtx:NAME or cuda-profiler-api, not '" + r.capture + "'");
+  if (count_given && r.capture.empty()) return UsageError("run", "--capture-count needs --capture");
+  const bool windows = !r.capture.empty() || r.delay_s > 0 || r.duration_s > 0;
+  if (r.on_demand && windows)
+    return UsageError("run",
+                      "--on-demand takes its windows from kprof capture: not with --capture, "
+                      "--delay or --duration");
+  // The counters need CUPTI from the program's start (a subscriber for replay, sampling from
+  // the first context).
+  if (r.on_demand && counters)
+    return UsageError("run", "--on-demand records no hardware counters (--metrics)");
+  // PM sampling runs GPU-wide from the first context to the exit: its samples would fall
+  // outside the windows (replay only replays inside them).
+  if (windows && sampled)
+    return UsageError("run",
+                      "--metrics sampled records the whole run; it cannot be limited by "
+                      "--capture, --delay or --duration (use --metrics replay)");
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<int> ParseRunRequest(const std::vector<std::string>& args, RunRequest& r) {
@@ -129,6 +156,10 @@ std::optional<int> ParseRunRequest(const std::vector<std::string>& args, RunRequ
                  "first CUDA context, whichever is later (without --capture: one window, from the "
                  "start or the --delay)")
       ->check(CLI::Range(0.0, 1e6));
+  app.add_flag("--on-demand", r.on_demand,
+               "Record nothing, CUPTI not even attached, until `kprof capture DIR` asks for a "
+               "window (from another shell, while the job runs); every process of the job "
+               "(docs/capture.md, \"On demand\")");
   app.add_option("--calibrate", r.calibrate,
                  "kprof's own cost per event on this machine, taken out of the priced idle time: "
                  "auto = measured once a day (about 5 s, then cached), fresh = measured now, off = "
@@ -171,19 +202,9 @@ std::optional<int> ParseRunRequest(const std::vector<std::string>& args, RunRequ
                         "--metrics: sampled and replay cannot run together (the GPU's "
                         "counters serve one at a time); record twice");
   }
-  if (!r.capture.empty() && r.capture != "cuda-profiler-api" &&
-      (r.capture.rfind("nvtx:", 0) != 0 || r.capture.size() == 5))
-    return UsageError("run",
-                      "--capture must be nvtx:NAME or cuda-profiler-api, not '" + r.capture + "'");
-  if (count_opt->count() > 0 && r.capture.empty())
-    return UsageError("run", "--capture-count needs --capture");
-  const bool windows = !r.capture.empty() || r.delay_s > 0 || r.duration_s > 0;
-  // PM sampling runs GPU-wide from the first context to the exit: its samples would fall
-  // outside the windows (replay only replays inside them).
-  if (windows && counters && counters->sampled)
-    return UsageError("run",
-                      "--metrics sampled records the whole run; it cannot be limited by "
-                      "--capture, --delay or --duration (use --metrics replay)");
+  if (auto rc = CheckWindowOptions(r, count_opt->count() > 0,
+                                   counters.has_value() && counters->sampled, counters.has_value()))
+    return *rc;
   if ((!r.metrics_kernels.empty() || !metrics_from.empty()) && !(counters && counters->replay))
     return UsageError("run", "--metrics-kernels and --metrics-from need --metrics replay");
   if (!r.metrics_kernels.empty()) {
@@ -241,7 +262,7 @@ AgentConfig AgentConfigFor(const RunRequest& r, const std::string& abs_dir,
     std::ofstream f(c.metrics_names);
     for (const std::string& n : r.metric_names) f << n << '\n';
   }
-  c.capture = r.capture;
+  c.capture = r.on_demand ? "on-demand" : r.capture;
   c.capture_count = r.capture_count;
   const auto ms = [](double seconds) { return static_cast<uint64_t>(seconds * 1000.0 + 0.5); };
   if (r.delay_s > 0) c.delay_ms = ms(r.delay_s);

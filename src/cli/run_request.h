@@ -29,6 +29,7 @@ struct RunRequest {
   std::string capture;
   uint64_t capture_count = 1;
   double delay_s = 0, duration_s = 0;
+  bool on_demand = false;  ///< --on-demand: dormant until kprof capture (docs/capture.md)
   ViewOptions view;  ///< the report's options
 };
 

@@ -99,11 +99,12 @@ AgentConfig ReadAgentConfig(const Get& get, std::vector<ConfigProblem>& problems
       problems.push_back({"capture", "KPROF_CAPTURE_COUNT=" + n + " is not a positive count"});
   }
   if (const std::string cap = Value(get, "KPROF_CAPTURE");
-      (cap.rfind("nvtx:", 0) == 0 && cap.size() > 5) || cap == "cuda-profiler-api")
+      (cap.rfind("nvtx:", 0) == 0 && cap.size() > 5) || cap == "cuda-profiler-api" ||
+      cap == "on-demand")
     c.capture = cap;
   else if (!cap.empty())
     problems.push_back(
-        {"capture", "KPROF_CAPTURE=" + cap + " is not nvtx:NAME or cuda-profiler-api"});
+        {"capture", "KPROF_CAPTURE=" + cap + " is not nvtx:NAME, cuda-profiler-api or on-demand"});
   // Hardware counters.
   const std::string list = Value(get, "KPROF_METRICS");
   for (size_t at = 0; !list.empty() && at <= list.size();) {

@@ -4,6 +4,7 @@
 // CUPTI's calls are fakes defined here (CUPTI's headers only: no libcupti).
 #include "agent/capture.h"
 
+#include <cuda.h>
 #include <cupti.h>
 #include <generated_nvtx_meta.h>
 #include <pthread.h>
@@ -26,6 +27,7 @@
 #include "agent/agent.h"
 #include "agent/capture_graphs.h"
 #include "gtest/gtest.h"
+#include "kprof/on_demand.h"
 
 namespace {
 
@@ -64,6 +66,15 @@ extern "C" {
 CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
   *timestamp = g_clock.fetch_add(10);
   return CUPTI_SUCCESS;
+}
+// No device has an active context (on demand, a window then waits for the first one).
+CUresult CUDAAPI cuDeviceGetCount(int* count) {
+  *count = 0;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGet(CUdevice*, int) { return CUDA_ERROR_INVALID_DEVICE; }
+CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice, unsigned int*, int*) {
+  return CUDA_ERROR_INVALID_DEVICE;
 }
 CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle,
                                          CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
@@ -583,5 +594,78 @@ TEST(CaptureWindows, EveryRecordWithoutWindows) {
     EXPECT_TRUE(AdmitGraphWork(LaunchRecord(3, 100)));
     GraphLaunch(3);
     EXPECT_TRUE(AdmitGraphWork(LaunchRecord(4, 100)));
+  });
+}
+
+// On demand (kprof run --on-demand): nothing of CUPTI is touched before the control thread
+// attaches it; a duration window opens and closes for that thread; a step window opens at the
+// first push of the step range at or after the chosen moment and closes at the end of the N-th
+// step, ranges nested inside it and other threads not counting.
+TEST(CaptureWindows, OnDemandWindowsOpenForTheControlThreadAndCountSteps) {
+  InChild([] {
+    Setenv("KPROF_CAPTURE", "on-demand");
+    ASSERT_TRUE(Start());
+    EXPECT_TRUE(g_nvtx_callbacks.empty());  // dormant: no callback enabled at start
+    EXPECT_TRUE(g_api_callbacks.empty());
+    Push("step");  // (CUPTI is not attached: its callbacks would not come; harmless if they do)
+    Pop();
+    CaptureAttached(kSubscriber);
+    EXPECT_EQ(g_nvtx_callbacks.size(), 11u);
+    ContextMade();
+    // A duration window: the control thread opens and closes it.
+    ASSERT_TRUE(OpenOnDemand());
+    EXPECT_FALSE(OpenOnDemand());  // one at a time
+    EXPECT_EQ(g_enables, 1);
+    CloseOnDemand(CaptureEnd::Duration);
+    EXPECT_EQ(g_disables, 1);
+    // A step window of 2 steps, armed for a moment far ahead: pushes before it do not open it.
+    WatchSteps("step");
+    Push("step");
+    Pop();
+    ASSERT_EQ(StepBegins().size(), 1u);
+    ArmSteps(2, ondemand::WallNs() + 3'600'000'000'000ull);
+    Push("step");
+    EXPECT_TRUE(OutsideWindow());
+    Pop();
+    EXPECT_EQ(StepBegins().size(), 2u);
+    ArmSteps(2, 0);  // now
+    EXPECT_TRUE(CaptureStatus().armed);
+    Push("load");  // another range: not a step
+    Pop();
+    EXPECT_TRUE(OutsideWindow());
+    Push("step");  // step 1 opens the window
+    EXPECT_FALSE(OutsideWindow());
+    EXPECT_EQ(g_enables, 2);
+    Push("forward");
+    Pop();                              // nested: not a step's end
+    std::thread([] { Pop(); }).join();  // another thread's pop
+    EXPECT_EQ(CaptureStatus().steps_done, 0u);
+    Pop();  // the end of step 1
+    EXPECT_FALSE(OutsideWindow());
+    Push("step");
+    Pop();  // the end of step 2: closes
+    EXPECT_TRUE(OutsideWindow());
+    EXPECT_EQ(g_disables, 2);
+    const WindowStatus st = CaptureStatus();
+    EXPECT_EQ(st.windows, 2u);
+    EXPECT_EQ(st.steps_done, 2u);
+    EXPECT_FALSE(st.armed);
+    EXPECT_GE(st.closed_wall_ns, st.opened_wall_ns);
+    Push("step");  // not armed again: nothing opens
+    EXPECT_TRUE(OutsideWindow());
+    Pop();
+    WatchSteps("");
+    CaptureDetached();
+    EndCapture();
+    const auto w = Windows();
+    ASSERT_EQ(w.size(), 2u);
+    EXPECT_EQ(static_cast<CaptureTrigger>(w[0].rec.flags), CaptureTrigger::OnDemand);
+    EXPECT_EQ(static_cast<CaptureEnd>(w[0].rec.c), CaptureEnd::Duration);
+    EXPECT_EQ(w[0].name, "kprof capture");
+    EXPECT_EQ(static_cast<CaptureTrigger>(w[1].rec.flags), CaptureTrigger::OnDemandSteps);
+    EXPECT_EQ(static_cast<CaptureEnd>(w[1].rec.c), CaptureEnd::Steps);
+    EXPECT_EQ(w[1].name, "step");
+    EXPECT_EQ(w[1].rec.a, 1u);
+    EXPECT_EQ(Meta("capture_windows"), "2");
   });
 }

@@ -49,6 +49,8 @@ bool CheckCupti(CUptiResult r, const char* /*call*/, const char* /*doing*/, cons
 void StopCounters(bool) {}
 // Nor are capture windows (capture.cpp, tested in agent_capture/).
 void EndCapture() {}
+// Nor is on-demand capture (on_demand.cpp).
+void EndOnDemand() {}
 bool AdmitGraphWork(const Record& /*r*/) { return true; }
 void NoteKernelTimes(std::vector<std::pair<std::string, uint64_t>>& /*batch*/) {}
 ReplayTimes ReplayedKernelTimes(uint32_t /*correlation*/, uint64_t* /*start_ns*/,
@@ -175,6 +177,7 @@ class AgentWriter : public ::testing::Test {
     ASSERT_TRUE(a.writer.Open(a.path));
     a.writer.WriteMeta({{"pid", "1"}});
     a.flush_period_ms = 2;
+    a.attached = true;
     a.active = true;
     a.writer_thread = std::thread(kprof::agent::WriterLoop);
     a.flusher_thread = std::thread(kprof::agent::FlusherLoop);
@@ -306,6 +309,7 @@ TEST(AgentSignals, SigtermInsideACudaCallFinishesTheFileAndEndsTheProgram) {
     if (!a.writer.Open(a.path)) _exit(3);
     a.writer.WriteMeta({{"pid", "1"}});
     a.flush_period_ms = 1000;
+    a.attached = true;
     a.pid = getpid();
     a.active = true;
     a.writer_thread = std::thread(kprof::agent::WriterLoop);

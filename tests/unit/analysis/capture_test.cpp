@@ -204,3 +204,29 @@ TEST(CaptureAnalysis, ChromeTraceKeepsTheWindows) {
   EXPECT_EQ(a.summary.capture_windows, 3u);
   EXPECT_EQ(a.summary.wall_ns, 33 * kMs);
 }
+
+// kprof report --window K: the K-th window's record and the records begun from its opening to the
+// next window's; work running on after it closed stays with it; a K no process reached is an
+// error naming the most any recorded.
+TEST(CaptureAnalysis, KeepWindowSelectsOneWindowOfEachProcess) {
+  kprof::Run run = ThreeWindows().Build();
+  kprof::Run second = run;
+  KeepWindow(second, 2);
+  Timeline tl = BuildTimeline(second);
+  ASSERT_EQ(tl.processes[0].windows.size(), 1u);
+  const uint64_t t0 = 1000 * kMs + 510 * kMs;
+  EXPECT_EQ(tl.processes[0].windows[0], NsInterval(t0, t0 + 11 * kMs));
+  Analysis a = Analyze(tl);
+  EXPECT_EQ(a.summary.capture_windows, 1u);
+  EXPECT_EQ(a.summary.gpu_busy_ns, 8 * kMs);  // its 4 kernels of 2 ms
+  EXPECT_EQ(second.processes[0].Meta("capture_window_selected"), "2");
+  kprof::Run fourth = run;
+  try {
+    KeepWindow(fourth, 4);
+    FAIL() << "no process has 4 windows";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(),
+                 "--window 4: no process recorded 4 capture windows (the most any "
+                 "recorded: 3)");
+  }
+}

@@ -60,6 +60,7 @@ TEST(AgentConfig, WhatTheLauncherWritesIsWhatTheAgentReads) {
   configs[3].delay_ms = 12000;
   configs[4].output_dir = "/runs/e";
   configs[4].replay = configs[4].sampled = true;
+  configs[4].capture = "on-demand";
   for (const AgentConfig& c : configs) {
     std::vector<ConfigProblem> problems;
     EXPECT_EQ(RoundTrip(c, problems), c) << c.output_dir;
@@ -99,7 +100,7 @@ TEST(AgentConfig, WhatCannotBeReadIsNamedAndLeftAtItsDefault) {
                       "agent: ignoring KPROF_GRAPH_TRACE=nodes (graph|node)",
                       "capture: KPROF_DELAY_MS=1s is not milliseconds",
                       "capture: KPROF_CAPTURE_COUNT=0 is not a positive count",
-                      "capture: KPROF_CAPTURE=nvtx: is not nvtx:NAME or cuda-profiler-api",
+                      "capture: KPROF_CAPTURE=nvtx: is not nvtx:NAME, cuda-profiler-api or on-demand",
                       "metrics: unknown KPROF_METRICS entry 'flops' (sampled, replay)",
                       "agent: ignoring KPROF_SELF_COST=launch_ns=-1;api_ns=1;range_ns=1;source= "
                       "(launch_ns=N;api_ns=N;range_ns=N;source=TEXT)"}));

@@ -1,0 +1,97 @@
+// Internal to the capture windows (capture.cpp, capture_on_demand.cpp): their settings, their
+// state under one mutex, and the steps that open and close a window. See capture.h.
+#pragma once
+
+#include <cupti.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kprof/record.h"
+
+namespace kprof::agent::capture {
+
+struct Settings {
+  CaptureTrigger trigger = CaptureTrigger::Unknown;  // Unknown: no windows
+  std::string range;                                 // nvtx:NAME
+  uint64_t count = 1;                                // windows to record
+  uint64_t delay_ns = 0, duration_ns = 0;
+};
+
+struct State {
+  std::mutex mu;
+  std::condition_variable cv;  // the timer waits on it
+  bool armed = false;          // --delay has elapsed
+  bool open = false;
+  bool stop = false;  // EndCapture: the timer ends
+  bool ended = false;
+  uint64_t windows = 0;  // opened so far
+  uint64_t opened_ns = 0;
+  uint32_t opened_tid = 0;
+  std::string opened_by;
+  CaptureTrigger opened_trigger = CaptureTrigger::Unknown;
+  // The NVTX range that opened the window: its thread and domain, and the depth of that
+  // thread's stack in that domain below it (a pop back to it closes the window); or the id of
+  // a start/end range.
+  uint32_t owner_thread = 0;
+  const void* owner_domain = nullptr;
+  int owner_depth = -1;
+  uint64_t owner_range_id = 0;
+  uint64_t nvtx_seen = 0;  // pushes and starts of the range named
+  uint32_t kinds = 0;
+  std::thread timer;
+  // What CUPTI records now (the kinds of `kinds`) and what the windows want: they differ while
+  // a switch waits for a context (Sync).
+  bool kinds_on = false;
+  bool want_on = false;
+  bool context_ready = false;                        // the first context exists
+  uint64_t context_ns = 0;                           // when it was made (CUPTI clock)
+  std::chrono::steady_clock::time_point context_at;  // the same, for the timer
+  std::chrono::steady_clock::time_point opened_at;   // the open window's opening, for the timer
+  uint64_t deferred_switches = 0;                    // switches that waited for a context
+  // On demand (capture_on_demand.cpp): the step range watched, its last begins (WallNs), and the
+  // window ArmSteps waits for.
+  std::string steps_range;
+  std::vector<uint64_t> step_begins;
+  bool steps_armed = false;
+  uint64_t steps_at = 0, steps_wanted = 0, steps_done = 0;
+  uint64_t opened_wall = 0, closed_wall = 0;
+};
+
+Settings& Config();
+State& S();
+/// CUPTI's clock (a failure gives 0: the window's record is then unplaced).
+uint64_t Now();
+/// Brings what CUPTI records in line with what the windows want (see capture.cpp). With the
+/// state's mutex held; returns the API ids enabled.
+int Sync(State& s);
+/// Opens a window (with the state's mutex held); nothing when one is open or all were recorded.
+void Open(State& s, CaptureTrigger trigger, std::string by);
+/// Closes the open window and makes its record (with the state's mutex held).
+void Close(State& s, CaptureEnd why);
+/// Enables the callbacks of context creation and graph launches on `subscriber`.
+void WatchContexts(CUpti_SubscriberHandle subscriber);
+/// True while a window is open (read without the mutex by the callbacks).
+extern std::atomic<bool> g_window_open;
+/// CUPTI attachments so far (on demand: one per window; else 1).
+extern std::atomic<uint64_t> g_attachments;
+/// Pushes and starts of any NVTX range seen.
+extern std::atomic<uint64_t> g_nvtx_ranges;
+/// The ASCII message of an NVTX push or start, and its domain; null for anything else.
+const char* NvtxMessage(CUpti_CallbackId cbid, const void* params, const void** domain);
+/// This thread's push depth in an NVTX domain (null: the default domain), counted since CUPTI
+/// was last attached.
+int& NvtxDepth(const void* domain);
+/// The NVTX callbacks of an on-demand run (capture_on_demand.cpp).
+void OnDemandNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData& d);
+/// Every NVTX callback id the windows watch.
+extern const CUpti_CallbackId kNvtxIds[11];
+
+}  // namespace kprof::agent::capture

@@ -1,0 +1,177 @@
+// The windows of an on-demand run (capture.h, "On demand"; docs/capture.md): opened and closed
+// for the agent's control thread (on_demand.cpp), or at the steps of an NVTX range it watches.
+#include <cuda.h>
+#include <cupti.h>
+#include <generated_nvtx_meta.h>
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "agent/agent.h"
+#include "agent/capture.h"
+#include "agent/capture_internal.h"
+#include "agent/cupti_setup.h"
+#include "kprof/on_demand.h"
+
+namespace kprof::agent {
+namespace {
+
+using namespace capture;  // NOLINT(google-build-using-namespace): the windows' internals
+
+constexpr size_t kStepsKept = 8;
+// A step range is watched: the NVTX callbacks compare names (else they only count depths).
+std::atomic<bool> g_watching_steps{false};
+
+// True when some device's primary context is active: a window opened now may switch at once.
+bool AnyContext() {
+  int n = 0;
+  if (cuDeviceGetCount(&n) != CUDA_SUCCESS) return false;
+  for (int i = 0; i < n; ++i) {
+    CUdevice dev = 0;
+    unsigned flags = 0;
+    int active = 0;
+    if (cuDeviceGet(&dev, i) == CUDA_SUCCESS &&
+        cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active != 0)
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void CaptureAttached(CUpti_SubscriberHandle subscriber) {
+  g_attachments.fetch_add(1);
+  PrepareApiRecords();  // (once; any CUPTI call attaches CUPTI, so not before now)
+  for (CUpti_CallbackId id : kNvtxIds)
+    KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_NVTX, id),
+                "watch NVTX ranges (kprof capture --step-range cannot open a window)");
+  WatchContexts(subscriber);
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.context_ready && AnyContext()) {
+    s.context_ready = true;
+    s.context_ns = Now();
+    s.context_at = std::chrono::steady_clock::now();
+  }
+}
+
+void CaptureDetached() {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.kinds_on = false;
+  s.want_on = false;
+}
+
+bool OpenOnDemand() {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.open) return false;
+  Open(s, CaptureTrigger::OnDemand, "kprof capture");
+  return s.open;
+}
+
+void CloseOnDemand(CaptureEnd why) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.steps_armed = false;
+  Close(s, why);
+}
+
+void WatchSteps(const std::string& range) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.steps_range = range;
+  s.step_begins.clear();
+  s.steps_armed = false;
+  g_watching_steps = !range.empty();
+}
+
+std::vector<uint64_t> StepBegins() {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.step_begins;
+}
+
+void ArmSteps(uint64_t steps, uint64_t at_ns) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.steps_wanted = steps;
+  s.steps_done = 0;
+  s.steps_at = at_ns;
+  s.steps_armed = true;
+}
+
+WindowStatus CaptureStatus() {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  WindowStatus w;
+  w.open = s.open;
+  w.armed = s.steps_armed;
+  w.windows = s.windows;
+  w.steps_done = s.steps_done;
+  w.opened_wall_ns = s.opened_wall;
+  w.closed_wall_ns = s.closed_wall;
+  return w;
+}
+
+namespace capture {
+
+// The step range's begins are noted; the armed window opens at the first begin at or after its
+// moment, on that thread, and closes when that thread's stack has come back below it as many
+// times as the steps asked (a step is a push and its pop at the same depth).
+void OnDemandNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData& d) {
+  const void* domain = nullptr;
+  switch (cbid) {
+    case CUPTI_CBID_NVTX_nvtxRangePushA:
+    case CUPTI_CBID_NVTX_nvtxRangePushW:
+    case CUPTI_CBID_NVTX_nvtxRangePushEx:
+    case CUPTI_CBID_NVTX_nvtxDomainRangePushEx: {
+      g_nvtx_ranges.fetch_add(1, std::memory_order_relaxed);
+      const char* msg = NvtxMessage(cbid, d.functionParams, &domain);
+      int& depth = NvtxDepth(domain);
+      const int below = depth++;
+      if (!g_watching_steps.load(std::memory_order_relaxed) || msg == nullptr) return;
+      State& s = S();
+      std::lock_guard<std::mutex> lock(s.mu);
+      if (s.steps_range != msg) return;
+      const uint64_t now = ondemand::WallNs();
+      s.step_begins.push_back(now);
+      if (s.step_begins.size() > kStepsKept) s.step_begins.erase(s.step_begins.begin());
+      if (!s.steps_armed || s.open || now < s.steps_at) return;
+      s.steps_armed = false;
+      Open(s, CaptureTrigger::OnDemandSteps, s.steps_range);
+      if (!s.open) return;
+      s.owner_thread = CuptiThreadId();
+      s.owner_domain = domain;
+      s.owner_depth = below;
+      return;
+    }
+    case CUPTI_CBID_NVTX_nvtxRangePop:
+    case CUPTI_CBID_NVTX_nvtxDomainRangePop: {
+      if (cbid == CUPTI_CBID_NVTX_nvtxDomainRangePop)
+        domain = static_cast<const nvtxDomainRangePop_params*>(d.functionParams)->domain;
+      int& depth = NvtxDepth(domain);
+      if (depth > 0) --depth;
+      if (!g_window_open) return;
+      State& s = S();
+      std::lock_guard<std::mutex> lock(s.mu);
+      if (!s.open || s.opened_trigger != CaptureTrigger::OnDemandSteps || s.owner_depth < 0 ||
+          s.owner_thread != CuptiThreadId() || s.owner_domain != domain || depth > s.owner_depth)
+        return;
+      if (++s.steps_done >= s.steps_wanted) Close(s, CaptureEnd::Steps);
+      return;
+    }
+    case CUPTI_CBID_NVTX_nvtxRangeStartA:
+    case CUPTI_CBID_NVTX_nvtxRangeStartEx:
+    case CUPTI_CBID_NVTX_nvtxDomainRangeStartEx:
+      g_nvtx_ranges.fetch_add(1, std::memory_order_relaxed);
+      return;
+    default:
+      return;
+  }
+}
+
+}  // namespace capture
+}  // namespace kprof::agent

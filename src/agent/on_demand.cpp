@@ -1,0 +1,230 @@
+// The control thread of an on-demand run (kprof run --on-demand; kprof/on_demand.h has the
+// files, docs/capture.md "On demand" the whole). The process stays dormant, CUPTI not attached,
+// until kprof capture writes a request into RUN_DIR/control; then this thread attaches CUPTI,
+// opens the window (now, for a duration; at a step of an NVTX range, for steps), waits for it to
+// close, says what it recorded, and detaches CUPTI again.
+#include "kprof/on_demand.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "agent/agent.h"
+#include "agent/capture.h"
+
+namespace kprof::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kPoll{20};         // how often the request file is read while dormant
+constexpr milliseconds kFastPoll{2};      // while a request is in progress
+constexpr int kDetachWaitMs = 2000;       // for the CUDA call CUPTI's detachment waits for
+constexpr milliseconds kAckAfter{3000};   // one step begin is enough after this long
+constexpr milliseconds kStepWait{30000};  // no begin of the range within this: no window
+constexpr milliseconds kGoWait{60000};    // kprof capture chose no moment within this
+
+struct Control {
+  std::string dir;
+  ondemand::Presence presence;
+  std::thread thread;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<bool> stop{false};
+  bool started = false;
+};
+Control& C() {
+  static Control* c = new Control();  // leaked: used at exit
+  return *c;
+}
+
+void SetState(const char* state) {
+  Control& c = C();
+  c.presence.state = state;
+  c.presence.windows = CaptureStatus().windows;
+  std::string why;
+  if (!ondemand::WriteWhole(c.dir + "/" + std::to_string(c.presence.pid) + ".agent",
+                            ondemand::FormatPresence(c.presence), &why))
+    std::fprintf(stderr, "kprof agent: on demand: %s\n", why.c_str());
+}
+
+// Sleeps `d` unless the control thread is stopped (then false).
+bool Sleep(milliseconds d) {
+  Control& c = C();
+  std::unique_lock<std::mutex> lock(c.mu);
+  return !c.cv.wait_for(lock, d, [&] { return c.stop.load(); });
+}
+
+std::string File(uint64_t id, const char* what) {
+  return C().dir + "/" + std::to_string(id) + "." + std::to_string(C().presence.pid) + "." + what;
+}
+
+// The moment kprof capture chose for request `id` (0: at once), if it has chosen.
+std::optional<uint64_t> GoAt(uint64_t id) {
+  auto text = ondemand::ReadSmall(C().dir + "/" + std::to_string(id) + ".go");
+  if (!text) return std::nullopt;
+  auto f = ondemand::ParseFields(*text, nullptr);
+  if (!f || f->count("at_ns") == 0) return std::nullopt;
+  try {
+    return std::stoull(f->at("at_ns"));
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+// A step window: the range's begins are watched, reported (ID.PID.ack) and the window armed at
+// the moment kprof capture chose. Returns a problem, or "" once the window has opened.
+std::string StepWindow(const ondemand::Request& r) {
+  WatchSteps(r.range);
+  const auto begun = Clock::now();
+  bool acked = false;
+  std::optional<uint64_t> at;
+  while (!at) {
+    if (!Sleep(kFastPoll)) return "the process ended before its window opened";
+    at = GoAt(r.id);
+    const size_t begins = StepBegins().size();
+    const auto waited = Clock::now() - begun;
+    if (!acked && (begins >= 2 || (begins == 1 && waited >= kAckAfter))) {
+      ondemand::Ack ack{r.id, C().presence.pid, StepBegins(), ""};
+      ondemand::WriteWhole(File(r.id, "ack"), ondemand::FormatAck(ack), nullptr);
+      acked = true;
+    }
+    if (!acked && waited >= kStepWait) {
+      const std::string why = "no range '" + r.range + "' began within " +
+                              std::to_string(kStepWait.count() / 1000) + " s";
+      ondemand::Ack ack{r.id, C().presence.pid, {}, why};
+      ondemand::WriteWhole(File(r.id, "ack"), ondemand::FormatAck(ack), nullptr);
+      return why;
+    }
+    if (!at && waited >= kGoWait) return "kprof capture chose no step to open at";
+  }
+  const uint64_t before = CaptureStatus().windows;
+  ArmSteps(r.steps, *at);
+  SetState("capturing");
+  const auto armed = Clock::now();
+  while (CaptureStatus().windows == before) {
+    if (!Sleep(kFastPoll)) return "the process ended before its window opened";
+    if (Clock::now() - armed >= kStepWait)
+      return "no range '" + r.range + "' began within " + std::to_string(kStepWait.count() / 1000) +
+             " s of the chosen moment";
+  }
+  return "";
+}
+
+void Handle(const ondemand::Request& r) {
+  Control& c = C();
+  c.presence.last_request = r.id;
+  ondemand::Done done;
+  done.id = r.id;
+  done.pid = c.presence.pid;
+  std::string why;
+  const uint64_t before = CaptureStatus().windows;
+  if (!AttachCupti(&why)) {
+    done.problem = "CUPTI could not be attached: " + why;
+  } else if (r.range.empty()) {
+    if (OpenOnDemand()) {
+      SetState("capturing");
+      if (Sleep(milliseconds(r.duration_ms))) CloseOnDemand(CaptureEnd::Duration);
+    } else {
+      done.problem = "a window was open already";
+    }
+  } else {
+    done.problem = StepWindow(r);
+    if (done.problem.empty()) {
+      while (CaptureStatus().open && Sleep(kFastPoll)) {
+      }
+    }
+  }
+  WatchSteps("");
+  const WindowStatus st = CaptureStatus();
+  if (st.windows > before) {
+    done.window = st.windows;
+    done.opened_ns = st.opened_wall_ns;
+    done.closed_ns = st.open ? ondemand::WallNs() : st.closed_wall_ns;
+    done.steps = r.range.empty() ? 0 : st.steps_done;
+    if (r.issued_ns != 0 && st.opened_wall_ns > r.issued_ns)
+      done.request_to_open_ns = st.opened_wall_ns - r.issued_ns;
+    if (st.open) done.problem = "the process ended with its window open (kept up to then)";
+  }
+  ondemand::WriteWhole(File(r.id, "done"), ondemand::FormatDone(done), nullptr);
+  if (c.stop) return;  // the process is ending: its end flushes, attached or not
+  // Detaching (cuptiFinalize) gives graph launches their plain speed back, but on the H200 with
+  // CUDA 13.0 CUPTI could not be attached again after it (cuptiSubscribe answered
+  // CUPTI_ERROR_NOT_INITIALIZED): so only with KPROF_ON_DEMAND_DETACH=1 (docs/capture.md).
+  static const bool detach = [] {
+    const char* v = std::getenv("KPROF_ON_DEMAND_DETACH");
+    return v != nullptr && v[0] == '1';
+  }();
+  if (!detach) {
+    SetState("attached");
+    return;
+  }
+  DetachCupti(kDetachWaitMs, c.stop);
+  SetState(A().attached ? "attached" : "dormant");
+}
+
+void Loop() {
+  BlockSignalsInThisThread();
+  Control& c = C();
+  // A request already there was meant for the processes running when it was made.
+  uint64_t last = 0;
+  if (auto text = ondemand::ReadSmall(c.dir + "/request"))
+    if (auto r = ondemand::ParseRequest(*text, nullptr)) last = r->id;
+  c.presence.last_request = last;
+  SetState("dormant");
+  while (Sleep(kPoll)) {
+    auto text = ondemand::ReadSmall(c.dir + "/request");
+    if (!text) continue;
+    auto r = ondemand::ParseRequest(*text, nullptr);
+    if (!r || r->id <= last) continue;
+    last = r->id;
+    Handle(*r);
+  }
+}
+
+}  // namespace
+
+bool StartOnDemand(const std::string& run_dir, const std::string& rank) {
+  Control& c = C();
+  c.dir = ondemand::ControlDir(run_dir);
+  ::mkdir(c.dir.c_str(), 0755);  // made by kprof run; EEXIST is fine
+  c.presence.pid = static_cast<uint64_t>(getpid());
+  c.presence.rank = rank;
+  try {
+    c.thread = std::thread(Loop);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kprof agent: on demand: no control thread: %s\n", e.what());
+    return false;
+  }
+  c.started = true;
+  return true;
+}
+
+void EndOnDemand() {
+  Control& c = C();
+  if (!c.started || c.stop.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.cv.notify_all();
+  }
+  if (c.thread.joinable()) {
+    if (c.thread.get_id() == std::this_thread::get_id())
+      c.thread.detach();
+    else
+      c.thread.join();
+  }
+  CancelDetach();
+  SetState("ended");
+}
+
+}  // namespace kprof::agent
