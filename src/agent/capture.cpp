@@ -48,6 +48,8 @@ namespace capture {
 std::atomic<uint64_t> g_nvtx_ranges{0};
 std::atomic<bool> g_window_open{false};
 
+namespace {
+
 // The message of an NVTX push or start, when it is ASCII (other kinds never match a name).
 const char* NvtxMessage(CUpti_CallbackId cbid, const void* params, const void** domain) {
   const nvtxEventAttributes_t* attr = nullptr;
@@ -85,7 +87,12 @@ const char* NvtxMessage(CUpti_CallbackId cbid, const void* params, const void** 
 // `t_depth_generation` (callbacks missed while CUPTI was detached leave nothing behind).
 thread_local std::unordered_map<const void*, int> t_depth;
 thread_local uint64_t t_depth_generation = 0;
+
+}  // namespace
+
 std::atomic<uint64_t> g_attachments{0};
+
+namespace {
 
 int& NvtxDepth(const void* domain) {
   const uint64_t now = g_attachments.load(std::memory_order_relaxed);
@@ -94,6 +101,63 @@ int& NvtxDepth(const void* domain) {
     t_depth_generation = now;
   }
   return t_depth[domain];
+}
+
+}  // namespace
+
+NvtxEvent DecodeNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData& d) {
+  NvtxEvent e;
+  switch (cbid) {
+    case CUPTI_CBID_NVTX_nvtxRangePushA:
+    case CUPTI_CBID_NVTX_nvtxRangePushW:
+    case CUPTI_CBID_NVTX_nvtxRangePushEx:
+    case CUPTI_CBID_NVTX_nvtxDomainRangePushEx:
+      e.kind = NvtxEvent::Kind::Push;
+      e.message = NvtxMessage(cbid, d.functionParams, &e.domain);
+      e.depth = NvtxDepth(e.domain)++;
+      g_nvtx_ranges.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case CUPTI_CBID_NVTX_nvtxRangePop:
+    case CUPTI_CBID_NVTX_nvtxDomainRangePop: {
+      e.kind = NvtxEvent::Kind::Pop;
+      if (cbid == CUPTI_CBID_NVTX_nvtxDomainRangePop)
+        e.domain = static_cast<const nvtxDomainRangePop_params*>(d.functionParams)->domain;
+      int& depth = NvtxDepth(e.domain);
+      if (depth > 0) --depth;
+      e.depth = depth;
+      break;
+    }
+    case CUPTI_CBID_NVTX_nvtxRangeStartA:
+    case CUPTI_CBID_NVTX_nvtxRangeStartEx:
+    case CUPTI_CBID_NVTX_nvtxDomainRangeStartEx:
+      e.kind = NvtxEvent::Kind::Start;
+      e.message = NvtxMessage(cbid, d.functionParams, &e.domain);
+      e.started = d.functionReturnValue;
+      g_nvtx_ranges.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case CUPTI_CBID_NVTX_nvtxRangeEnd:
+      e.kind = NvtxEvent::Kind::End;
+      e.end_id = static_cast<const nvtxRangeEnd_params*>(d.functionParams)->id;
+      break;
+    case CUPTI_CBID_NVTX_nvtxDomainRangeEnd:
+      e.kind = NvtxEvent::Kind::End;
+      e.end_id = static_cast<const nvtxDomainRangeEnd_params*>(d.functionParams)->core.id;
+      break;
+    default:
+      break;
+  }
+  return e;
+}
+
+void SetOwner(State& s, const NvtxEvent& push) {
+  s.owner_thread = CuptiThreadId();
+  s.owner_domain = push.domain;
+  s.owner_depth = push.depth;
+}
+
+bool OwnerReturned(const State& s, const NvtxEvent& pop) {
+  return s.open && s.owner_depth >= 0 && s.owner_thread == CuptiThreadId() &&
+         s.owner_domain == pop.domain && pop.depth <= s.owner_depth;
 }
 
 }  // namespace capture
@@ -302,69 +366,42 @@ void OnContextCall(const CUpti_CallbackData& cb) {
   }
 }
 
-void OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData& d) {
+void OnNvtx(const NvtxEvent& e) {
   State& s = S();
-  const void* domain = nullptr;
-  switch (cbid) {
-    case CUPTI_CBID_NVTX_nvtxRangePushA:
-    case CUPTI_CBID_NVTX_nvtxRangePushW:
-    case CUPTI_CBID_NVTX_nvtxRangePushEx:
-    case CUPTI_CBID_NVTX_nvtxDomainRangePushEx: {
-      g_nvtx_ranges.fetch_add(1, std::memory_order_relaxed);
-      const char* msg = NvtxMessage(cbid, d.functionParams, &domain);
-      int& depth = NvtxDepth(domain);
-      const int below = depth++;
-      if (msg == nullptr || g_settings.range != msg) return;
+  switch (e.kind) {
+    case NvtxEvent::Kind::Push: {
+      if (e.message == nullptr || g_settings.range != e.message) return;
       std::lock_guard<std::mutex> lock(s.mu);
       ++s.nvtx_seen;
       if (!s.armed || s.open) return;
       Open(s, CaptureTrigger::Nvtx, g_settings.range);
-      if (!s.open) return;
-      s.owner_thread = CuptiThreadId();
-      s.owner_domain = domain;
-      s.owner_depth = below;
+      if (s.open) SetOwner(s, e);
       return;
     }
-    case CUPTI_CBID_NVTX_nvtxRangePop:
-    case CUPTI_CBID_NVTX_nvtxDomainRangePop: {
-      if (cbid == CUPTI_CBID_NVTX_nvtxDomainRangePop)
-        domain = static_cast<const nvtxDomainRangePop_params*>(d.functionParams)->domain;
-      int& depth = NvtxDepth(domain);
-      if (depth > 0) --depth;
+    case NvtxEvent::Kind::Pop: {
       if (!g_window_open) return;
       std::lock_guard<std::mutex> lock(s.mu);
-      if (s.open && s.owner_depth >= 0 && s.owner_thread == CuptiThreadId() &&
-          s.owner_domain == domain && depth <= s.owner_depth)
-        Close(s, CaptureEnd::RangeEnded);
+      if (OwnerReturned(s, e)) Close(s, CaptureEnd::RangeEnded);
       return;
     }
-    case CUPTI_CBID_NVTX_nvtxRangeStartA:
-    case CUPTI_CBID_NVTX_nvtxRangeStartEx:
-    case CUPTI_CBID_NVTX_nvtxDomainRangeStartEx: {
-      g_nvtx_ranges.fetch_add(1, std::memory_order_relaxed);
-      const char* msg = NvtxMessage(cbid, d.functionParams, &domain);
-      if (msg == nullptr || g_settings.range != msg) return;
+    case NvtxEvent::Kind::Start: {
+      if (e.message == nullptr || g_settings.range != e.message) return;
       std::lock_guard<std::mutex> lock(s.mu);
       ++s.nvtx_seen;
       // Start/end ranges are matched by the id NVTX returns: without it, none can close.
-      if (!s.armed || s.open || d.functionReturnValue == nullptr) return;
+      if (!s.armed || s.open || e.started == nullptr) return;
       Open(s, CaptureTrigger::Nvtx, g_settings.range);
-      if (s.open) s.owner_range_id = *static_cast<const nvtxRangeId_t*>(d.functionReturnValue);
+      if (s.open) s.owner_range_id = *static_cast<const nvtxRangeId_t*>(e.started);
       return;
     }
-    case CUPTI_CBID_NVTX_nvtxRangeEnd:
-    case CUPTI_CBID_NVTX_nvtxDomainRangeEnd: {
+    case NvtxEvent::Kind::End: {
       if (!g_window_open) return;
-      const nvtxRangeId_t id =
-          cbid == CUPTI_CBID_NVTX_nvtxRangeEnd
-              ? static_cast<const nvtxRangeEnd_params*>(d.functionParams)->id
-              : static_cast<const nvtxDomainRangeEnd_params*>(d.functionParams)->core.id;
       std::lock_guard<std::mutex> lock(s.mu);
-      if (s.open && s.owner_range_id != 0 && s.owner_range_id == id)
+      if (s.open && s.owner_range_id != 0 && s.owner_range_id == e.end_id)
         Close(s, CaptureEnd::RangeEnded);
       return;
     }
-    default:
+    case NvtxEvent::Kind::Other:
       return;
   }
 }
@@ -493,10 +530,11 @@ bool StartCapture(CUpti_SubscriberHandle subscriber, uint32_t kinds) {
 bool OnCaptureCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   if (!g_configured) return false;
   if (domain == CUPTI_CB_DOMAIN_NVTX) {
+    const NvtxEvent e = DecodeNvtx(cbid, *static_cast<const CUpti_NvtxData*>(data));
     if (g_settings.trigger == CaptureTrigger::Nvtx)
-      OnNvtx(cbid, *static_cast<const CUpti_NvtxData*>(data));
+      OnNvtx(e);
     else if (g_settings.trigger == CaptureTrigger::OnDemand)
-      OnDemandNvtx(cbid, *static_cast<const CUpti_NvtxData*>(data));
+      OnDemandNvtx(e);
     return true;
   }
   if (domain == CUPTI_CB_DOMAIN_RESOURCE) {

@@ -84,13 +84,26 @@ extern std::atomic<bool> g_window_open;
 extern std::atomic<uint64_t> g_attachments;
 /// Pushes and starts of any NVTX range seen.
 extern std::atomic<uint64_t> g_nvtx_ranges;
-/// The ASCII message of an NVTX push or start, and its domain; null for anything else.
-const char* NvtxMessage(CUpti_CallbackId cbid, const void* params, const void** domain);
-/// This thread's push depth in an NVTX domain (null: the default domain), counted since CUPTI
-/// was last attached.
-int& NvtxDepth(const void* domain);
+/// An NVTX callback, decoded once for the windows (DecodeNvtx): its kind, the ASCII message of
+/// a push or start, its domain (null: the default), and this thread's push depth in that domain
+/// since CUPTI was last attached: for a push the depth below it, for a pop the depth after it.
+struct NvtxEvent {
+  enum class Kind { Push, Pop, Start, End, Other } kind = Kind::Other;
+  const char* message = nullptr;
+  const void* domain = nullptr;
+  int depth = 0;
+  uint64_t end_id = 0;            // End: the id of the range ended
+  const void* started = nullptr;  // Start: where NVTX returns the new range's id (may be null)
+};
+/// Decodes a callback, keeping this thread's depths and counting pushes and starts.
+NvtxEvent DecodeNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData& d);
+/// The open window now belongs to the range `push` began on this thread (the mutex held).
+void SetOwner(State& s, const NvtxEvent& push);
+/// The window is open and `pop` brought its owner's thread back below the range that opened it
+/// (the mutex held).
+bool OwnerReturned(const State& s, const NvtxEvent& pop);
 /// The NVTX callbacks of an on-demand run (capture_on_demand.cpp).
-void OnDemandNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData& d);
+void OnDemandNvtx(const NvtxEvent& e);
 /// Every NVTX callback id the windows watch.
 extern const CUpti_CallbackId kNvtxIds[11];
 

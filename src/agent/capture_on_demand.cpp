@@ -2,7 +2,6 @@
 // for the agent's control thread (on_demand.cpp), or at the steps of an NVTX range it watches.
 #include <cuda.h>
 #include <cupti.h>
-#include <generated_nvtx_meta.h>
 
 #include <algorithm>
 #include <mutex>
@@ -121,55 +120,25 @@ namespace capture {
 // The step range's begins are noted; the armed window opens at the first begin at or after its
 // moment, on that thread, and closes when that thread's stack has come back below it as many
 // times as the steps asked (a step is a push and its pop at the same depth).
-void OnDemandNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData& d) {
-  const void* domain = nullptr;
-  switch (cbid) {
-    case CUPTI_CBID_NVTX_nvtxRangePushA:
-    case CUPTI_CBID_NVTX_nvtxRangePushW:
-    case CUPTI_CBID_NVTX_nvtxRangePushEx:
-    case CUPTI_CBID_NVTX_nvtxDomainRangePushEx: {
-      g_nvtx_ranges.fetch_add(1, std::memory_order_relaxed);
-      const char* msg = NvtxMessage(cbid, d.functionParams, &domain);
-      int& depth = NvtxDepth(domain);
-      const int below = depth++;
-      if (!g_watching_steps.load(std::memory_order_relaxed) || msg == nullptr) return;
-      State& s = S();
-      std::lock_guard<std::mutex> lock(s.mu);
-      if (s.steps_range != msg) return;
-      const uint64_t now = ondemand::WallNs();
-      s.step_begins.push_back(now);
-      if (s.step_begins.size() > kStepsKept) s.step_begins.erase(s.step_begins.begin());
-      if (!s.steps_armed || s.open || now < s.steps_at) return;
-      s.steps_armed = false;
-      Open(s, CaptureTrigger::OnDemandSteps, s.steps_range);
-      if (!s.open) return;
-      s.owner_thread = CuptiThreadId();
-      s.owner_domain = domain;
-      s.owner_depth = below;
-      return;
-    }
-    case CUPTI_CBID_NVTX_nvtxRangePop:
-    case CUPTI_CBID_NVTX_nvtxDomainRangePop: {
-      if (cbid == CUPTI_CBID_NVTX_nvtxDomainRangePop)
-        domain = static_cast<const nvtxDomainRangePop_params*>(d.functionParams)->domain;
-      int& depth = NvtxDepth(domain);
-      if (depth > 0) --depth;
-      if (!g_window_open) return;
-      State& s = S();
-      std::lock_guard<std::mutex> lock(s.mu);
-      if (!s.open || s.opened_trigger != CaptureTrigger::OnDemandSteps || s.owner_depth < 0 ||
-          s.owner_thread != CuptiThreadId() || s.owner_domain != domain || depth > s.owner_depth)
-        return;
-      if (++s.steps_done >= s.steps_wanted) Close(s, CaptureEnd::Steps);
-      return;
-    }
-    case CUPTI_CBID_NVTX_nvtxRangeStartA:
-    case CUPTI_CBID_NVTX_nvtxRangeStartEx:
-    case CUPTI_CBID_NVTX_nvtxDomainRangeStartEx:
-      g_nvtx_ranges.fetch_add(1, std::memory_order_relaxed);
-      return;
-    default:
-      return;
+void OnDemandNvtx(const NvtxEvent& e) {
+  if (e.kind == NvtxEvent::Kind::Push) {
+    if (!g_watching_steps.load(std::memory_order_relaxed) || e.message == nullptr) return;
+    State& s = S();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.steps_range != e.message) return;
+    const uint64_t now = ondemand::WallNs();
+    s.step_begins.push_back(now);
+    if (s.step_begins.size() > kStepsKept) s.step_begins.erase(s.step_begins.begin());
+    if (!s.steps_armed || s.open || now < s.steps_at) return;
+    s.steps_armed = false;
+    Open(s, CaptureTrigger::OnDemandSteps, s.steps_range);
+    if (s.open) SetOwner(s, e);
+  } else if (e.kind == NvtxEvent::Kind::Pop && g_window_open) {
+    State& s = S();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.opened_trigger == CaptureTrigger::OnDemandSteps && OwnerReturned(s, e) &&
+        ++s.steps_done >= s.steps_wanted)
+      Close(s, CaptureEnd::Steps);
   }
 }
 
