@@ -25,6 +25,12 @@ namespace kprof::ondemand {
 
 /// RUN_DIR/control.
 std::string ControlDir(const std::string& run_dir);
+/// The files of control folder `control` (above).
+std::string RequestPath(const std::string& control);
+std::string PresencePath(const std::string& control, uint64_t pid);
+std::string GoPath(const std::string& control, uint64_t id);
+/// ID.PID.ack or ID.PID.done (`what`: "ack" | "done").
+std::string ReplyPath(const std::string& control, uint64_t id, uint64_t pid, const char* what);
 
 /// "key=value" lines; a line without '=' or with an empty key is a problem (`why`).
 std::string FormatFields(const std::map<std::string, std::string>& fields);
@@ -85,6 +91,10 @@ struct Done {
 };
 std::string FormatDone(const Done& d);
 std::optional<Done> ParseDone(std::string_view text, std::string* why);
+
+/// ID.go: the moment (WallNs; 0 = at once) after which each process opens at its next step.
+std::string FormatGo(uint64_t at_ns);
+std::optional<uint64_t> ParseGo(std::string_view text, std::string* why);
 
 /// The moment after which every process opens its window at the next begin of the step range,
 /// chosen so that all processes open at the same step: half a step after a step boundary, where

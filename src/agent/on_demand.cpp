@@ -53,7 +53,7 @@ void SetState(const char* state) {
   c.presence.state = state;
   c.presence.windows = CaptureStatus().windows;
   std::string why;
-  if (!ondemand::WriteWhole(c.dir + "/" + std::to_string(c.presence.pid) + ".agent",
+  if (!ondemand::WriteWhole(ondemand::PresencePath(c.dir, c.presence.pid),
                             ondemand::FormatPresence(c.presence), &why))
     std::fprintf(stderr, "kprof agent: on demand: %s\n", why.c_str());
 }
@@ -66,20 +66,13 @@ bool Sleep(milliseconds d) {
 }
 
 std::string File(uint64_t id, const char* what) {
-  return C().dir + "/" + std::to_string(id) + "." + std::to_string(C().presence.pid) + "." + what;
+  return ondemand::ReplyPath(C().dir, id, C().presence.pid, what);
 }
 
 // The moment kprof capture chose for request `id` (0: at once), if it has chosen.
 std::optional<uint64_t> GoAt(uint64_t id) {
-  auto text = ondemand::ReadSmall(C().dir + "/" + std::to_string(id) + ".go");
-  if (!text) return std::nullopt;
-  auto f = ondemand::ParseFields(*text, nullptr);
-  if (!f || f->count("at_ns") == 0) return std::nullopt;
-  try {
-    return std::stoull(f->at("at_ns"));
-  } catch (...) {
-    return std::nullopt;
-  }
+  auto text = ondemand::ReadSmall(ondemand::GoPath(C().dir, id));
+  return text ? ondemand::ParseGo(*text, nullptr) : std::nullopt;
 }
 
 // A step window: the range's begins are watched, reported (ID.PID.ack) and the window armed at
@@ -178,12 +171,12 @@ void Loop() {
   Control& c = C();
   // A request already there was meant for the processes running when it was made.
   uint64_t last = 0;
-  if (auto text = ondemand::ReadSmall(c.dir + "/request"))
+  if (auto text = ondemand::ReadSmall(ondemand::RequestPath(c.dir)))
     if (auto r = ondemand::ParseRequest(*text, nullptr)) last = r->id;
   c.presence.last_request = last;
   SetState("dormant");
   while (Sleep(kPoll)) {
-    auto text = ondemand::ReadSmall(c.dir + "/request");
+    auto text = ondemand::ReadSmall(ondemand::RequestPath(c.dir));
     if (!text) continue;
     auto r = ondemand::ParseRequest(*text, nullptr);
     if (!r || r->id <= last) continue;

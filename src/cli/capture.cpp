@@ -104,18 +104,20 @@ std::string Ms(uint64_t ns) {
   return buf;
 }
 
-// Waits for ID.PID.<what> of each process until `until`; `read` parses it into the process.
-template <typename Read>
+// Waits until each process has written ID.PID.<what> (or has ended), or until `until`; `take`
+// reads one such file into its process, true when it could.
+template <typename Take>
 void WaitFor(std::vector<Process>& ps, const std::string& control, uint64_t id, const char* what,
-             Clock::time_point until, Read read) {
+             Clock::time_point until, Take take) {
+  std::vector<bool> got(ps.size(), false);
   for (;;) {
     bool all = true;
-    for (Process& p : ps) {
-      if (read(p, nullptr)) continue;
-      const std::string path =
-          control + "/" + std::to_string(id) + "." + std::to_string(p.presence.pid) + "." + what;
-      if (auto text = ondemand::ReadSmall(path)) read(p, &*text);
-      all &= read(p, nullptr) || !Alive(p.presence.pid);
+    for (size_t i = 0; i < ps.size(); ++i) {
+      const uint64_t pid = ps[i].presence.pid;
+      if (!got[i])
+        if (auto text = ondemand::ReadSmall(ondemand::ReplyPath(control, id, pid, what)))
+          got[i] = take(ps[i], *text);
+      all &= got[i] || !Alive(pid);
     }
     if (all || Clock::now() >= until) return;
     std::this_thread::sleep_for(2ms);
@@ -175,7 +177,7 @@ int CmdCapture(const std::vector<std::string>& args) {
   } unlock{lock};
 
   ondemand::Request req;
-  if (auto text = ondemand::ReadSmall(control + "/request"))
+  if (auto text = ondemand::ReadSmall(ondemand::RequestPath(control)))
     if (auto old = ondemand::ParseRequest(*text, nullptr)) req.id = old->id;
   for (const Process& p : ps) req.id = std::max(req.id, p.presence.last_request);
   ++req.id;
@@ -184,41 +186,34 @@ int CmdCapture(const std::vector<std::string>& args) {
   req.duration_ms = range.empty() ? static_cast<uint64_t>(duration * 1000 + 0.5) : 0;
   req.issued_ns = ondemand::WallNs();
   std::string why;
-  const std::string go = control + "/" + std::to_string(req.id) + ".go";
+  const std::string go = ondemand::GoPath(control, req.id);
   // One process needs no agreement: it opens at its next step.
-  if (!range.empty() && ps.size() == 1 &&
-      !ondemand::WriteWhole(go, ondemand::FormatFields({{"at_ns", "0"}}), &why))
+  if (!range.empty() && ps.size() == 1 && !ondemand::WriteWhole(go, ondemand::FormatGo(0), &why))
     return cli::UsageError("capture", why);
-  if (!ondemand::WriteWhole(control + "/request", ondemand::FormatRequest(req), &why))
+  if (!ondemand::WriteWhole(ondemand::RequestPath(control), ondemand::FormatRequest(req), &why))
     return cli::UsageError("capture", why);
 
   if (!range.empty() && ps.size() > 1) {
     // Every process says when its recent steps began; the moment is half a step after the
     // latest boundary, so that all open at the same step.
     WaitFor(ps, control, req.id, "ack", Clock::now() + kAckWait,
-            [](Process& p, const std::string* text) {
-              if (text != nullptr)
-                if (auto a = ondemand::ParseAck(*text, nullptr)) {
-                  p.ack = *a;
-                  p.acked = true;
-                }
-              return p.acked;
+            [](Process& p, const std::string& text) {
+              auto a = ondemand::ParseAck(text, nullptr);
+              if (a) p.ack = *a;
+              return p.acked = a.has_value();
             });
     std::vector<std::vector<uint64_t>> begins;
     for (const Process& p : ps)
       if (p.acked && p.ack.problem.empty()) begins.push_back(p.ack.step_ns);
     const uint64_t at = ondemand::ChooseStart(begins, ondemand::WallNs() + kLeadNs);
-    if (!ondemand::WriteWhole(go, ondemand::FormatFields({{"at_ns", std::to_string(at)}}), &why))
+    if (!ondemand::WriteWhole(go, ondemand::FormatGo(at), &why))
       return cli::UsageError("capture", why);
   }
   const auto until = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout * 1e3));
-  WaitFor(ps, control, req.id, "done", until, [](Process& p, const std::string* text) {
-    if (text != nullptr)
-      if (auto d = ondemand::ParseDone(*text, nullptr)) {
-        p.result = *d;
-        p.done = true;
-      }
-    return p.done;
+  WaitFor(ps, control, req.id, "done", until, [](Process& p, const std::string& text) {
+    auto d = ondemand::ParseDone(text, nullptr);
+    if (d) p.result = *d;
+    return p.done = d.has_value();
   });
   int rc = kExitOk;
   for (const Process& p : ps) {

@@ -57,6 +57,16 @@ bool Split(const std::string& s, std::vector<uint64_t>& out) {
 }  // namespace
 
 std::string ControlDir(const std::string& run_dir) { return run_dir + "/control"; }
+std::string RequestPath(const std::string& control) { return control + "/request"; }
+std::string PresencePath(const std::string& control, uint64_t pid) {
+  return control + "/" + std::to_string(pid) + ".agent";
+}
+std::string GoPath(const std::string& control, uint64_t id) {
+  return control + "/" + std::to_string(id) + ".go";
+}
+std::string ReplyPath(const std::string& control, uint64_t id, uint64_t pid, const char* what) {
+  return control + "/" + std::to_string(id) + "." + std::to_string(pid) + "." + what;
+}
 
 std::string FormatFields(const std::map<std::string, std::string>& fields) {
   std::string out;
@@ -234,6 +244,15 @@ std::optional<Done> ParseDone(std::string_view text, std::string* why) {
       !U64(*f, "request_to_open_ns", d.request_to_open_ns, false, why))
     return std::nullopt;
   return d;
+}
+
+std::string FormatGo(uint64_t at_ns) { return FormatFields({{"at_ns", std::to_string(at_ns)}}); }
+
+std::optional<uint64_t> ParseGo(std::string_view text, std::string* why) {
+  auto f = ParseFields(text, why);
+  uint64_t at = 0;
+  if (!f || !U64(*f, "at_ns", at, true, why)) return std::nullopt;
+  return at;
 }
 
 uint64_t ChooseStart(const std::vector<std::vector<uint64_t>>& steps, uint64_t not_before) {

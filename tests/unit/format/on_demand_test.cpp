@@ -44,6 +44,15 @@ TEST(OnDemand, EveryFileReadsBackAsWritten) {
   EXPECT_EQ(db->steps, 5u);
   EXPECT_EQ(db->request_to_open_ns, 11200000u);
   EXPECT_EQ(db->problem, "a b");  // one line: a newline would end the value
+
+  EXPECT_EQ(*ParseGo(FormatGo(0), &why), 0u);  // at once
+  EXPECT_EQ(*ParseGo(FormatGo(1795776992718159943ull), &why), 1795776992718159943ull);
+  EXPECT_FALSE(ParseGo("at=5\n", &why));
+  EXPECT_EQ(why, "no at_ns");
+  EXPECT_EQ(ReplyPath(ControlDir("/runs/a"), 7, 4242, "ack"), "/runs/a/control/7.4242.ack");
+  EXPECT_EQ(GoPath("/c", 7), "/c/7.go");
+  EXPECT_EQ(PresencePath("/c", 4242), "/c/4242.agent");
+  EXPECT_EQ(RequestPath("/c"), "/c/request");
 }
 
 TEST(OnDemand, BadRequestsAreRefusedWithTheirReason) {
