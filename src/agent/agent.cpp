@@ -74,6 +74,22 @@ std::atomic<bool> g_finalize{false};
 std::mutex g_detach_mu;
 std::condition_variable g_detach_cv;
 
+// Every driver and runtime call comes to kprof's callback (on), or only those asked for one by one.
+void WatchEveryCall(bool on) {
+  const char* doing = on ? "watch the next CUDA call to detach CUPTI in it"
+                         : "stop watching every CUDA call (each will cost more)";
+  KPROF_CUPTI(cuptiEnableDomain(on ? 1 : 0, A().subscriber, CUPTI_CB_DOMAIN_DRIVER_API), doing);
+  KPROF_CUPTI(cuptiEnableDomain(on ? 1 : 0, A().subscriber, CUPTI_CB_DOMAIN_RUNTIME_API), doing);
+}
+
+// The record buffers handed to CUPTI, with their attributes: false when CUPTI refused them;
+// `configured`: whether it took the attributes too.
+bool HandBuffers(bool* configured) {
+  *configured = ConfigureActivityAttributes(/*zeroed_buffers=*/true, Knobs().device_buffer_mb);
+  return KPROF_CUPTI(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted),
+                     "hand CUPTI kprof's record buffers (nothing will be recorded)");
+}
+
 // Detaches CUPTI, inside the exit callback of a CUDA call.
 void FinalizeHere() {
   std::lock_guard<std::mutex> lock(g_detach_mu);
@@ -81,10 +97,7 @@ void FinalizeHere() {
   Agent& a = A();
   const CUptiResult r = cuptiFinalize();
   if (!KPROF_CUPTI(r, "detach CUPTI after a window (it stays attached)")) {
-    KPROF_CUPTI(cuptiEnableDomain(0, a.subscriber, CUPTI_CB_DOMAIN_DRIVER_API),
-                "stop watching every driver call (each will cost more)");
-    KPROF_CUPTI(cuptiEnableDomain(0, a.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API),
-                "stop watching every runtime call (each will cost more)");
+    WatchEveryCall(false);
   } else {
     CaptureDetached();
     {
@@ -101,11 +114,7 @@ void FinalizeHere() {
 // there was one.
 bool CancelDetachLocked() {
   if (!g_finalize.exchange(false)) return false;
-  Agent& a = A();
-  KPROF_CUPTI(cuptiEnableDomain(0, a.subscriber, CUPTI_CB_DOMAIN_DRIVER_API),
-              "stop watching every driver call (each will cost more)");
-  KPROF_CUPTI(cuptiEnableDomain(0, a.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API),
-              "stop watching every runtime call (each will cost more)");
+  WatchEveryCall(false);
   return true;
 }
 
@@ -318,9 +327,8 @@ int Initialize() {
     return 1;
   }
   a.attached = true;
-  bool ok = ConfigureActivityAttributes(/*zeroed_buffers=*/true, Knobs().device_buffer_mb);
-  ok &= KPROF_CUPTI(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted),
-                    "hand CUPTI kprof's record buffers (nothing will be recorded)");
+  bool configured = true;
+  bool ok = HandBuffers(&configured) && configured;
   // Graphs launched from the device are recorded only at graph level, and only when asked for
   // before CUDA is initialised (the injection runs inside cuInit, before any context).
   // KPROF_DEVICE_GRAPHS=0 leaves them out (to measure what recording them costs).
@@ -392,9 +400,8 @@ bool AttachCupti(std::string* why) {
     *why = a.subscriber_error;
     return false;
   }
-  ConfigureActivityAttributes(/*zeroed_buffers=*/true, Knobs().device_buffer_mb);
-  if (!KPROF_CUPTI(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted),
-                   "hand CUPTI kprof's record buffers (nothing will be recorded)")) {
+  bool configured = true;  // (the attributes only tune: recording works without them)
+  if (!HandBuffers(&configured)) {
     *why = "CUPTI refused kprof's record buffers";
     return false;
   }
@@ -425,10 +432,7 @@ bool DetachCupti(int timeout_ms, const std::atomic<bool>& stop) {
   FlushWithTimeout(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, kExitFlushTimeoutMs);
   WaitDrained(kExitFlushTimeoutMs);
   g_finalize = true;
-  KPROF_CUPTI(cuptiEnableDomain(1, a.subscriber, CUPTI_CB_DOMAIN_DRIVER_API),
-              "watch the next driver call to detach CUPTI in it");
-  KPROF_CUPTI(cuptiEnableDomain(1, a.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API),
-              "watch the next runtime call to detach CUPTI in it");
+  WatchEveryCall(true);
   std::unique_lock<std::mutex> lock(g_detach_mu);
   g_detach_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
                        [&] { return !a.attached || stop.load(); });

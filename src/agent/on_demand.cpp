@@ -12,7 +12,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -153,12 +152,8 @@ void Handle(const ondemand::Request& r) {
   if (c.stop) return;  // the process is ending: its end flushes, attached or not
   // Detaching (cuptiFinalize) gives graph launches their plain speed back, but on the H200 with
   // CUDA 13.0 CUPTI could not be attached again after it (cuptiSubscribe answered
-  // CUPTI_ERROR_NOT_INITIALIZED): so only with KPROF_ON_DEMAND_DETACH=1 (docs/capture.md).
-  static const bool detach = [] {
-    const char* v = std::getenv("KPROF_ON_DEMAND_DETACH");
-    return v != nullptr && v[0] == '1';
-  }();
-  if (!detach) {
+  // CUPTI_ERROR_NOT_INITIALIZED): so only when asked (KPROF_ON_DEMAND_DETACH=1, docs/capture.md).
+  if (!Knobs().on_demand_detach) {
     SetState("attached");
     return;
   }

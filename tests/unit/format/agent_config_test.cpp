@@ -96,20 +96,21 @@ TEST(AgentConfig, WhatCannotBeReadIsNamedAndLeftAtItsDefault) {
   EXPECT_EQ(c.self_cost, "");
   std::vector<std::string> said;
   for (const ConfigProblem& p : problems) said.push_back(p.area + ": " + p.message);
-  EXPECT_EQ(said, (std::vector<std::string>{
-                      "agent: ignoring KPROF_GRAPH_TRACE=nodes (graph|node)",
-                      "capture: KPROF_DELAY_MS=1s is not milliseconds",
-                      "capture: KPROF_CAPTURE_COUNT=0 is not a positive count",
-                      "capture: KPROF_CAPTURE=nvtx: is not nvtx:NAME, cuda-profiler-api or on-demand",
-                      "metrics: unknown KPROF_METRICS entry 'flops' (sampled, replay)",
-                      "agent: ignoring KPROF_SELF_COST=launch_ns=-1;api_ns=1;range_ns=1;source= "
-                      "(launch_ns=N;api_ns=N;range_ns=N;source=TEXT)"}));
+  EXPECT_EQ(said,
+            (std::vector<std::string>{
+                "agent: ignoring KPROF_GRAPH_TRACE=nodes (graph|node)",
+                "capture: KPROF_DELAY_MS=1s is not milliseconds",
+                "capture: KPROF_CAPTURE_COUNT=0 is not a positive count",
+                "capture: KPROF_CAPTURE=nvtx: is not nvtx:NAME, cuda-profiler-api or on-demand",
+                "metrics: unknown KPROF_METRICS entry 'flops' (sampled, replay)",
+                "agent: ignoring KPROF_SELF_COST=launch_ns=-1;api_ns=1;range_ns=1;source= "
+                "(launch_ns=N;api_ns=N;range_ns=N;source=TEXT)"}));
 }
 
 TEST(AgentConfig, DiagnosticKnobsAreApartFromTheSettings) {
   const Env env({"KPROF_CAPTURE_DEBUG=", "KPROF_PM_PREPARE=0", "KPROF_PM_AVAILABILITY=1",
                  "KPROF_FLUSH_MS=abc", "KPROF_BUFFER_MB=300", "KPROF_DEVICE_BUFFER_MB=64",
-                 "KPROF_GRAPH_NAMES=0", "KPROF_CAPTURE_API=id"});
+                 "KPROF_GRAPH_NAMES=0", "KPROF_CAPTURE_API=id", "KPROF_ON_DEMAND_DETACH=1"});
   const DiagnosticKnobs k = ReadDiagnosticKnobs(env.Get());
   EXPECT_TRUE(k.capture_debug);  // set, whatever its value
   EXPECT_FALSE(k.pm_prepare);
@@ -119,6 +120,7 @@ TEST(AgentConfig, DiagnosticKnobsAreApartFromTheSettings) {
   EXPECT_EQ(k.device_buffer_mb, 64u);
   EXPECT_FALSE(k.graph_names);
   EXPECT_TRUE(k.capture_api_ids);
+  EXPECT_TRUE(k.on_demand_detach);
   EXPECT_TRUE(k.counters_evaluate);
   EXPECT_FALSE(k.backtrace);
   // None of them is a setting kprof run writes.
