@@ -266,11 +266,11 @@ struct Attributed {
 /// appends (", seq = N", ", op_id = N", ", sizes = [...]", ", input_op_ids = [...]").
 std::string_view OpName(std::string_view range_name);
 
-/// Keeps, of each process of `run`, only its `k`-th capture window (1 = the first): the window's
-/// record and the records that began from its opening until the next window's (work launched
-/// inside a window may end after it), with the records that carry no time. Processes with fewer
-/// windows are left out. Throws InputError when none has `k` windows (kprof report --window).
-void KeepWindow(Run& run, uint64_t k);
+/// Of each process of `run`, only its `k`-th capture window (1 = the first): the window's record
+/// and the records that began from its opening until the next window's (work launched inside a
+/// window may end after it), with the records that carry no time. Processes with fewer windows
+/// are left out. Throws InputError when none has `k` windows (kprof report --window).
+Run KeepWindow(const Run& run, uint64_t k);
 
 /// Attributes every GPU activity of the timeline's run (order: by process, then activity start
 /// time). Invariant: every Kernel/Memcpy/Memset record appears exactly once.

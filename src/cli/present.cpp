@@ -124,11 +124,7 @@ ViewOutputs OpenOutputs(const ViewOptions& v) {
 
 void Present(const Run& whole, const ViewOptions& v, const std::string& saved_to,
              ViewOutputs& out) {
-  Run selected;
-  if (v.window != 0) {
-    selected = whole;
-    KeepWindow(selected, v.window);
-  }
+  const Run selected = v.window != 0 ? KeepWindow(whole, v.window) : Run();
   const Run& run = v.window != 0 ? selected : whole;
   AnalysisOptions ao;
   auto by = ParseGroupBy(v.by);

@@ -210,8 +210,7 @@ TEST(CaptureAnalysis, ChromeTraceKeepsTheWindows) {
 // error naming the most any recorded.
 TEST(CaptureAnalysis, KeepWindowSelectsOneWindowOfEachProcess) {
   kprof::Run run = ThreeWindows().Build();
-  kprof::Run second = run;
-  KeepWindow(second, 2);
+  const kprof::Run second = KeepWindow(run, 2);
   Timeline tl = BuildTimeline(second);
   ASSERT_EQ(tl.processes[0].windows.size(), 1u);
   const uint64_t t0 = 1000 * kMs + 510 * kMs;
@@ -220,9 +219,8 @@ TEST(CaptureAnalysis, KeepWindowSelectsOneWindowOfEachProcess) {
   EXPECT_EQ(a.summary.capture_windows, 1u);
   EXPECT_EQ(a.summary.gpu_busy_ns, 8 * kMs);  // its 4 kernels of 2 ms
   EXPECT_EQ(second.processes[0].Meta("capture_window_selected"), "2");
-  kprof::Run fourth = run;
   try {
-    KeepWindow(fourth, 4);
+    KeepWindow(run, 4);
     FAIL() << "no process has 4 windows";
   } catch (const InputError& e) {
     EXPECT_STREQ(e.what(),
