@@ -85,7 +85,7 @@ for w in 1 3; do
 done
 sk=$(calls "$R" 2 step_kernel)
 check window2-duration "$([ "$sk" -gt 0 ]; echo $?)" "step_kernel=$sk in 0.2 s"
-grep -h "opened" "$OUT"/steps_capture*.txt | sed 's/.*opened \([0-9.]*\) ms after.*/\1/' > "$OUT/open_ms.txt"
+grep -h "opened" "$OUT"/steps_capture*.txt | sed 's/.*opened \(.*\) after.*/\1/' > "$OUT/open_after.txt"
 "$K" report "$R" > "$OUT/steps_report.txt" 2>&1
 
 # 2. Errors: no such run, a run that has ended, a plain run directory.

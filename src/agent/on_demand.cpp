@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "agent/agent.h"
 #include "agent/capture.h"
@@ -77,6 +78,10 @@ std::optional<uint64_t> GoAt(uint64_t id) {
 // A step window: the range's begins are watched, reported (ID.PID.ack) and the window armed at
 // the moment kprof capture chose. Returns a problem, or "" once the window has opened.
 std::string StepWindow(const ondemand::Request& r) {
+  const auto no_step = [&](const char* after) {
+    return "no range '" + r.range + "' began within " + std::to_string(kStepWait.count() / 1000) +
+           " s" + after;
+  };
   WatchSteps(r.range);
   const auto begun = Clock::now();
   bool acked = false;
@@ -84,16 +89,15 @@ std::string StepWindow(const ondemand::Request& r) {
   while (!at) {
     if (!Sleep(kFastPoll)) return "the process ended before its window opened";
     at = GoAt(r.id);
-    const size_t begins = StepBegins().size();
+    std::vector<uint64_t> begins = StepBegins();
     const auto waited = Clock::now() - begun;
-    if (!acked && (begins >= 2 || (begins == 1 && waited >= kAckAfter))) {
-      ondemand::Ack ack{r.id, C().presence.pid, StepBegins(), ""};
+    if (!acked && (begins.size() >= 2 || (begins.size() == 1 && waited >= kAckAfter))) {
+      ondemand::Ack ack{r.id, C().presence.pid, std::move(begins), ""};
       ondemand::WriteWhole(File(r.id, "ack"), ondemand::FormatAck(ack), nullptr);
       acked = true;
     }
     if (!acked && waited >= kStepWait) {
-      const std::string why = "no range '" + r.range + "' began within " +
-                              std::to_string(kStepWait.count() / 1000) + " s";
+      const std::string why = no_step("");
       ondemand::Ack ack{r.id, C().presence.pid, {}, why};
       ondemand::WriteWhole(File(r.id, "ack"), ondemand::FormatAck(ack), nullptr);
       return why;
@@ -106,9 +110,7 @@ std::string StepWindow(const ondemand::Request& r) {
   const auto armed = Clock::now();
   while (CaptureStatus().windows == before) {
     if (!Sleep(kFastPoll)) return "the process ended before its window opened";
-    if (Clock::now() - armed >= kStepWait)
-      return "no range '" + r.range + "' began within " + std::to_string(kStepWait.count() / 1000) +
-             " s of the chosen moment";
+    if (Clock::now() - armed >= kStepWait) return no_step(" of the chosen moment");
   }
   return "";
 }
@@ -153,11 +155,7 @@ void Handle(const ondemand::Request& r) {
   // Detaching (cuptiFinalize) gives graph launches their plain speed back, but on the H200 with
   // CUDA 13.0 CUPTI could not be attached again after it (cuptiSubscribe answered
   // CUPTI_ERROR_NOT_INITIALIZED): so only when asked (KPROF_ON_DEMAND_DETACH=1, docs/capture.md).
-  if (!Knobs().on_demand_detach) {
-    SetState("attached");
-    return;
-  }
-  DetachCupti(kDetachWaitMs, c.stop);
+  if (Knobs().on_demand_detach) DetachCupti(kDetachWaitMs, c.stop);
   SetState(A().attached ? "attached" : "dormant");
 }
 

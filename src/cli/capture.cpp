@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cli/common.h"
+#include "kprof/analysis.h"
 #include "kprof/cli.h"
 #include "kprof/on_demand.h"
 
@@ -96,12 +97,6 @@ bool Lock(const std::string& path, std::string& holder) {
 std::string Describe(const Process& p) {
   return "pid " + std::to_string(p.presence.pid) +
          (p.presence.rank.empty() ? "" : " (rank " + p.presence.rank + ")");
-}
-
-std::string Ms(uint64_t ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f ms", static_cast<double>(ns) / 1e6);
-  return buf;
 }
 
 // Waits until each process has written ID.PID.<what> (or has ended), or until `until`; `take`
@@ -229,8 +224,8 @@ int CmdCapture(const std::vector<std::string>& args) {
     } else {
       line += "window " + std::to_string(d.window) + ", " +
               (range.empty() ? "" : std::to_string(d.steps) + " step(s) of '" + range + "', ") +
-              Ms(d.closed_ns - d.opened_ns) + ", opened " + Ms(d.request_to_open_ns) +
-              " after the request";
+              FormatDuration(d.closed_ns - d.opened_ns) + ", opened " +
+              FormatDuration(d.request_to_open_ns) + " after the request";
       if (!d.problem.empty()) line += " (" + d.problem + ")";
     }
     std::fprintf(stderr, "%s\n", line.c_str());
