@@ -270,29 +270,25 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
   // An on-demand window of steps (kprof capture --step-range) opens inside its first step's
   // push: that step runs from the window's opening to the next recorded push of the range.
   for (const Record& w : p.records) {
+    const auto trigger = static_cast<CaptureTrigger>(w.flags);
     if (w.Kind() != RecordKind::CaptureWindow || w.name == 0 ||
-        static_cast<CaptureTrigger>(w.flags) != CaptureTrigger::OnDemandSteps)
+        (trigger != CaptureTrigger::Nvtx && trigger != CaptureTrigger::OnDemandSteps))
       continue;
-    uint64_t end = std::max(w.start_ns, w.end_ns), first = end;
+    const bool steps = trigger == CaptureTrigger::OnDemandSteps;
+    const uint64_t end = std::max(w.start_ns, w.end_ns);
+    uint64_t until = end;
     bool recorded = false;
     for (const Record* m : markers) {
       if (m->Kind() != RecordKind::MarkerStart || m->name != w.name || m->tid != w.tid) continue;
+      if (!steps) {
+        recorded |= m->start_ns >= w.start_ns && m->start_ns <= end;
+        continue;
+      }
       recorded |= m->start_ns + kFirstStepSlackNs >= w.start_ns &&
                   m->start_ns <= w.start_ns + kFirstStepSlackNs;
-      if (m->start_ns > w.start_ns) first = std::min(first, m->start_ns);
+      if (m->start_ns > w.start_ns) until = std::min(until, m->start_ns);
     }
-    if (!recorded) add({&w, w.start_ns, first, w.tid, 0, -1, true});
-  }
-  for (const Record& w : p.records) {
-    if (w.Kind() != RecordKind::CaptureWindow ||
-        static_cast<CaptureTrigger>(w.flags) != CaptureTrigger::Nvtx || w.name == 0)
-      continue;
-    const uint64_t end = std::max(w.start_ns, w.end_ns);
-    const bool recorded = std::any_of(markers.begin(), markers.end(), [&](const Record* m) {
-      return m->Kind() == RecordKind::MarkerStart && m->name == w.name && m->tid == w.tid &&
-             m->start_ns >= w.start_ns && m->start_ns <= end;
-    });
-    if (!recorded) add({&w, w.start_ns, end, w.tid, 0, -1, true});
+    if (!recorded) add({&w, w.start_ns, until, w.tid, 0, -1, true});
   }
   ix.Nest();
   ix.modules.Nest();

@@ -228,3 +228,40 @@ TEST(CaptureAnalysis, KeepWindowSelectsOneWindowOfEachProcess) {
                  "recorded: 3)");
   }
 }
+
+// An on-demand window of 3 steps (kprof capture --step-range step --steps 3) opens inside the
+// first step's push, which CUPTI does not record: that step runs from the opening to the next
+// recorded push; the 2nd and 3rd steps are the recorded ranges. 2 kernels of 1 ms a step.
+TEST(CaptureAnalysis, OnDemandStepWindowStandsForItsFirstStep) {
+  TraceBuilder b;
+  b.Device(0, "NVIDIA H200", 132);
+  const uint64_t t0 = 1000 * kMs;
+  b.Window(t0, t0 + 30 * kMs, "on-demand", "step");
+  b.Trace().records.back().flags = static_cast<uint8_t>(CaptureTrigger::OnDemandSteps);
+  b.Trace().records.back().c = static_cast<uint32_t>(CaptureEnd::Steps);
+  for (uint64_t step = 0; step < 3; ++step) {
+    const uint64_t s = t0 + step * 10 * kMs;
+    if (step > 0) b.Range("step", s, s + 10 * kMs);
+    for (uint64_t k = 0; k < 2; ++k)
+      b.Launch("step_kernel", s + 100'000 + k * 1000, s + 101'000 + k * 1000,
+               s + 2 * kMs + k * 2 * kMs, s + 3 * kMs + k * 2 * kMs);
+  }
+  kprof::Run run = b.Build();
+  Analysis a = Analyze(BuildTimeline(run));
+  const GroupRow* step = nullptr;
+  for (const GroupRow& g : a.ops)
+    if (g.key == "step") step = &g;
+  ASSERT_NE(step, nullptr);
+  EXPECT_EQ(step->calls, 3u);
+  EXPECT_EQ(step->kernels, 6u);
+  EXPECT_EQ(step->gpu_ns, 6 * kMs);
+  // Had CUPTI recorded the first push (at the opening), the window stands for nothing more.
+  b.Range("step", t0 + 5000, t0 + 10 * kMs);
+  kprof::Run recorded = b.Build();
+  Analysis r = Analyze(BuildTimeline(recorded));
+  for (const GroupRow& g : r.ops) {
+    if (g.key == "step") {
+      EXPECT_EQ(g.calls, 3u);
+    }
+  }
+}
