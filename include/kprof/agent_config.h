@@ -72,10 +72,11 @@ struct DiagnosticKnobs {
   bool pm_refuse_chip_config = false;  ///< KPROF_PM_REFUSE_CHIP_CONFIG=1 (a test's fault)
   bool graph_names = true;             ///< KPROF_GRAPH_NAMES=0: no kernel names of graph nodes
   bool device_graphs = true;           ///< KPROF_DEVICE_GRAPHS=0: no device-launched graphs
-  bool on_demand_detach = false;       ///< KPROF_ON_DEMAND_DETACH=1: detach CUPTI after a window
-  uint64_t buffer_mb = 0;              ///< KPROF_BUFFER_MB (1..256): CUPTI buffer size; 0 = default
-  uint64_t device_buffer_mb = 0;       ///< KPROF_DEVICE_BUFFER_MB (1..1024); 0 = default
-  uint64_t flush_ms = 0;               ///< KPROF_FLUSH_MS (10 or more); 0 = default
+  bool on_demand_detach = true;  ///< KPROF_ON_DEMAND_DETACH=0: CUPTI stays attached after a window
+  bool on_demand_detach_graphs = false;  ///< KPROF_ON_DEMAND_DETACH=force: after graphs too
+  uint64_t buffer_mb = 0;         ///< KPROF_BUFFER_MB (1..256): CUPTI buffer size; 0 = default
+  uint64_t device_buffer_mb = 0;  ///< KPROF_DEVICE_BUFFER_MB (1..1024); 0 = default
+  uint64_t flush_ms = 0;          ///< KPROF_FLUSH_MS (10 or more); 0 = default
 };
 DiagnosticKnobs ReadDiagnosticKnobs(const std::function<const char*(const char*)>& get);
 

@@ -3,8 +3,8 @@
 // job for one window. The two sides talk through small files in RUN_DIR/control, each written
 // whole (a temporary file renamed), so a reader never sees half of one:
 //
-//   PID.agent        the agent of process PID: its rank and state (dormant, capturing, ended)
-//   request          kprof capture's request: its id, and --steps/--step-range or --duration
+//   PID.agent        the agent of process PID: its rank and state (starting, dormant, capturing,
+//   ended) request          kprof capture's request: its id, and --steps/--step-range or --duration
 //   ID.PID.ack       the agent saw request ID: when the step range began, its last few times
 //   ID.go            kprof capture: the moment after which each process opens at its next step
 //   ID.PID.done      the agent recorded (or could not record) the window of request ID
@@ -64,7 +64,7 @@ std::optional<Request> ParseRequest(std::string_view text, std::string* why);
 struct Presence {
   uint64_t pid = 0;
   std::string rank;   ///< "" when the launcher set none
-  std::string state;  ///< dormant | attached | capturing | ended
+  std::string state;  ///< starting | dormant | attached | capturing | ended
   uint64_t windows = 0;
   uint64_t last_request = 0;  ///< the id of the last request it handled
 };

@@ -33,6 +33,7 @@
 #include "agent/convert.h"
 #include "agent/counters.h"
 #include "agent/cupti_setup.h"
+#include "agent/nvtx_shim.h"
 #include "kprof/on_demand.h"
 #include "kprof/trace.h"
 
@@ -63,69 +64,21 @@ Agent& A() {
   return *agent;
 }
 
-namespace {
-
-// ---------------------------------------------------------------------------------------------
-// Callbacks: context destruction flushes (the context's records go away with it); graph
-// resource callbacks record how graphs are built (graphs.cpp).
-
-// On demand: a detachment waits for the exit of the program's next CUDA call (agent.h).
-std::atomic<bool> g_finalize{false};
-std::mutex g_detach_mu;
-std::condition_variable g_detach_cv;
-
-// Every driver and runtime call comes to kprof's callback (on), or only those asked for one by one.
-void WatchEveryCall(bool on) {
-  const char* doing = on ? "watch the next CUDA call to detach CUPTI in it"
-                         : "stop watching every CUDA call (each will cost more)";
-  KPROF_CUPTI(cuptiEnableDomain(on ? 1 : 0, A().subscriber, CUPTI_CB_DOMAIN_DRIVER_API), doing);
-  KPROF_CUPTI(cuptiEnableDomain(on ? 1 : 0, A().subscriber, CUPTI_CB_DOMAIN_RUNTIME_API), doing);
-}
-
-// The record buffers handed to CUPTI, with their attributes: false when CUPTI refused them;
-// `configured`: whether it took the attributes too.
 bool HandBuffers(bool* configured) {
   *configured = ConfigureActivityAttributes(/*zeroed_buffers=*/true, Knobs().device_buffer_mb);
   return KPROF_CUPTI(cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted),
                      "hand CUPTI kprof's record buffers (nothing will be recorded)");
 }
 
-// Detaches CUPTI, inside the exit callback of a CUDA call.
-void FinalizeHere() {
-  std::lock_guard<std::mutex> lock(g_detach_mu);
-  if (!g_finalize.exchange(false)) return;
-  Agent& a = A();
-  const CUptiResult r = cuptiFinalize();
-  if (!KPROF_CUPTI(r, "detach CUPTI after a window (it stays attached)")) {
-    WatchEveryCall(false);
-  } else {
-    CaptureDetached();
-    {
-      std::lock_guard<std::mutex> pool(a.pool_mu);
-      a.lent.clear();  // all came back with the flush before; CUPTI holds none now
-    }
-    a.subscriber = nullptr;
-    a.attached = false;
-  }
-  g_detach_cv.notify_all();
-}
+namespace {
 
-// With g_detach_mu held: a detachment asked for and not yet made will not be made. True when
-// there was one.
-bool CancelDetachLocked() {
-  if (!g_finalize.exchange(false)) return false;
-  WatchEveryCall(false);
-  return true;
-}
+// ---------------------------------------------------------------------------------------------
+// Callbacks: context destruction flushes (the context's records go away with it); graph
+// resource callbacks record how graphs are built (graphs.cpp).
 
 void CUPTIAPI OnCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                          const void* data) {
-  if (g_finalize.load(std::memory_order_acquire) &&
-      (domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API) &&
-      static_cast<const CUpti_CallbackData*>(data)->callbackSite == CUPTI_API_EXIT) {
-    FinalizeHere();
-    return;
-  }
+  if (OnAttachCallback(domain, cbid, data)) return;  // (on demand: attach.cpp)
   if (OnCaptureCallback(domain, cbid, data)) return;
   if (OnCounterCallback(domain, cbid, data)) return;
   if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
@@ -218,10 +171,8 @@ MetaList StartMeta(const std::string& rank) {
   return m;
 }
 
-// ---------------------------------------------------------------------------------------------
+}  // namespace
 
-// Subscribes kprof's callback: the context-destroy flush, contexts, graphs. Failure (another
-// subscriber, nsys, ...) is noted; the activity API works without a subscriber.
 bool Subscribe() {
   Agent& a = A();
   CUpti_SubscriberParams params{};
@@ -253,6 +204,8 @@ bool Subscribe() {
   std::fprintf(stderr, "kprof agent: %s\n", a.subscriber_error.c_str());
   return false;
 }
+
+namespace {
 
 void StartCollecting();
 
@@ -375,70 +328,6 @@ void StartCollecting() {
 
 }  // namespace
 
-void CancelDetach() {
-  std::lock_guard<std::mutex> lock(g_detach_mu);
-  if (A().attached) CancelDetachLocked();
-}
-
-bool AttachCupti(std::string* why) {
-  Agent& a = A();
-  {
-    std::lock_guard<std::mutex> lock(g_detach_mu);
-    if (a.attached) {
-      // Still attached: a detachment that waited for a CUDA call in vain is called off.
-      if (CancelDetachLocked()) {
-        KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE),
-                    "record the devices' properties (the run's meta will lack them)");
-        PauseFlusher(false);
-      }
-      return true;
-    }
-  }
-  // The subscriber first: after cuptiFinalize, the activity calls answer
-  // CUPTI_ERROR_NOT_INITIALIZED until CUPTI is initialised again (H200, CUDA 13.0).
-  if (!Subscribe()) {
-    *why = a.subscriber_error;
-    return false;
-  }
-  bool configured = true;  // (the attributes only tune: recording works without them)
-  if (!HandBuffers(&configured)) {
-    *why = "CUPTI refused kprof's record buffers";
-    return false;
-  }
-  KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE),
-              "record the devices' properties (the run's meta will lack them)");
-  CaptureAttached(a.subscriber);
-  a.attached = true;
-  PauseFlusher(false);
-  static std::once_flag version;
-  std::call_once(version, [&] {
-    uint32_t v = 0;
-    if (KPROF_CUPTI(cuptiGetVersion(&v), "read the loaded CUPTI's version")) {
-      std::lock_guard<std::mutex> lock(a.side_mu);
-      a.side_meta.emplace_back("cupti_version", std::to_string(v));
-    }
-  });
-  return true;
-}
-
-bool DetachCupti(int timeout_ms, const std::atomic<bool>& stop) {
-  Agent& a = A();
-  if (!a.attached) return true;
-  PauseFlusher(true);
-  KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DEVICE),
-              "stop the devices' records after a window");
-  // Everything CUPTI holds goes to the file first: after cuptiFinalize no buffer comes back, and
-  // the writer must not read one with CUPTI detached.
-  FlushWithTimeout(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, kExitFlushTimeoutMs);
-  WaitDrained(kExitFlushTimeoutMs);
-  g_finalize = true;
-  WatchEveryCall(true);
-  std::unique_lock<std::mutex> lock(g_detach_mu);
-  g_detach_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                       [&] { return !a.attached || stop.load(); });
-  return !a.attached;
-}
-
 }  // namespace kprof::agent
 
 /// Called by the CUDA driver while it initialises (CUDA_INJECTION64_PATH). Idempotent.
@@ -453,26 +342,51 @@ KPROF_EXPORT int InitializeInjection(void) {
   return 1;
 }
 
-/// Called by each NVTX instance at its first NVTX call (NVTX_INJECTION64_PATH names this
-/// library). Forwards to the libcupti this process actually uses: the copy the agent is bound
-/// to, which is PyTorch's own copy when PyTorch loaded one first (libraries resolve by soname).
-KPROF_EXPORT int InitializeInjectionNvtx2(const void* get_export_table) {
+namespace {
+
+// CUPTI's NVTX injection entry: in the libcupti this process actually uses, the copy the agent is
+// bound to (PyTorch's own copy when PyTorch loaded one first: libraries resolve by soname).
+kprof::agent::nvtx_shim::CuptiInit CuptiNvtxEntry() {
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&cuptiGetVersion), &info) == 0 || info.dli_fname == nullptr) {
     std::fprintf(stderr, "kprof agent: cannot locate libcupti for NVTX\n");
-    return 0;
+    return nullptr;
   }
   void* handle = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
   if (handle == nullptr) {
     std::fprintf(stderr, "kprof agent: dlopen(%s) for NVTX failed: %s\n", info.dli_fname,
                  dlerror());
-    return 0;
+    return nullptr;
   }
-  using InitFn = int (*)(const void*);
-  auto fn = reinterpret_cast<InitFn>(dlsym(handle, "InitializeInjectionNvtx2"));
-  if (fn == nullptr) {
+  auto fn = reinterpret_cast<kprof::agent::nvtx_shim::CuptiInit>(
+      dlsym(handle, "InitializeInjectionNvtx2"));
+  if (fn == nullptr)
     std::fprintf(stderr, "kprof agent: %s has no NVTX injection entry\n", info.dli_fname);
-    return 0;
+  return fn;
+}
+
+bool OnDemandRun() {
+  const char* capture = std::getenv("KPROF_CAPTURE");
+  return capture != nullptr && std::strcmp(capture, "on-demand") == 0;
+}
+
+}  // namespace
+
+namespace kprof::agent {
+
+bool HandNvtxToCupti() { return !OnDemandRun() || nvtx_shim::HandToCupti(CuptiNvtxEntry()); }
+
+}  // namespace kprof::agent
+
+/// Called by each NVTX instance at its first NVTX call (NVTX_INJECTION64_PATH names this
+/// library). On demand, kprof adopts the instance (nvtx_shim.h: CUPTI gets NVTX only once it is
+/// attached); otherwise it forwards to CUPTI's entry at once.
+KPROF_EXPORT int InitializeInjectionNvtx2(const void* get_export_table) {
+  const auto get = reinterpret_cast<NvtxGetExportTableFunc_t>(get_export_table);
+  if (OnDemandRun()) {
+    kprof::agent::nvtx_shim::SetSink(&kprof::agent::capture::OnDemandNvtx);
+    return kprof::agent::nvtx_shim::Adopt(get);
   }
-  return fn(get_export_table);
+  const auto fn = CuptiNvtxEntry();
+  return fn != nullptr ? fn(get) : 0;
 }

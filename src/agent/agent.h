@@ -152,15 +152,35 @@ void AtExit();
 /// Holds the periodic flusher off (and waits for a flush in progress), or lets it go on.
 void PauseFlusher(bool paused);
 
-// agent.cpp: CUPTI attached and detached again (on demand: around each window).
+// agent.cpp: kprof's subscriber (the context-destroy flush, contexts, graphs); false when CUPTI
+// refused it (another subscriber, nsys, ...: noted in subscriber_error; the activity API works
+// without one).
+bool Subscribe();
+/// The record buffers handed to CUPTI, with their attributes: false when CUPTI refused them;
+/// `configured`: whether it took the attributes too.
+bool HandBuffers(bool* configured);
+/// On demand, CUPTI gets NVTX from kprof's own handlers (nvtx_shim.h); otherwise true at once.
+bool HandNvtxToCupti();
+
+// attach.cpp: CUPTI attached and detached again (on demand: around each window).
+/// The on-demand part of kprof's callback (detaching, closing at a synchronization, graph
+/// launches seen): true when the callback was that.
+bool OnAttachCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
+/// Closes the open on-demand window at the program's next successful synchronization (its work
+/// is then done: graph nodes still running when their window closed got the end times of a later
+/// launch). False when none came within `timeout_ms` or `stop` was set: the window is open still.
+bool CloseAtSync(int timeout_ms, const std::atomic<bool>& stop);
 /// Subscribes kprof's callback, hands CUPTI the record buffers and enables the device records;
 /// false (with `why`) when CUPTI refused.
 bool AttachCupti(std::string* why);
 /// Everything recorded goes to the file, then CUPTI is detached (cuptiFinalize, at the exit of
-/// the program's next CUDA call, the only place CUPTI allows it). False when no CUDA call came
-/// within `timeout_ms` or `stop` was set: the detachment then happens at the next call.
-bool DetachCupti(int timeout_ms, const std::atomic<bool>& stop);
-/// A detachment still waiting for a CUDA call is called off (the process is ending).
+/// the program's next successful synchronization: CUPTI allows it only in an API callback, and
+/// work still in flight must not outlive CUPTI). False when none came within `timeout_ms` or
+/// `stop` was set: the detachment then happens at the next one.
+/// No detachment after a CUDA graph was launched while attached (`why` says so; the knob
+/// KPROF_ON_DEMAND_DETACH=force detaches all the same).
+bool DetachCupti(int timeout_ms, const std::atomic<bool>& stop, std::string* why);
+/// A detachment still waiting for a synchronization is called off (the process is ending).
 void CancelDetach();
 
 // on_demand.cpp

@@ -12,6 +12,7 @@
 #include "agent/capture.h"
 #include "agent/capture_internal.h"
 #include "agent/cupti_setup.h"
+#include "agent/nvtx_shim.h"
 #include "kprof/on_demand.h"
 
 namespace kprof::agent {
@@ -43,9 +44,8 @@ bool AnyContext() {
 void CaptureAttached(CUpti_SubscriberHandle subscriber) {
   g_attachments.fetch_add(1);
   PrepareApiRecords();  // (once; any CUPTI call attaches CUPTI, so not before now)
-  for (CUpti_CallbackId id : kNvtxIds)
-    KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_NVTX, id),
-                "watch NVTX ranges (kprof capture --step-range cannot open a window)");
+  // No NVTX callbacks: kprof's own NVTX handlers give the windows their pushes and pops
+  // (nvtx_shim.h), attached or not.
   WatchContexts(subscriber);
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -85,6 +85,7 @@ void WatchSteps(const std::string& range) {
   s.step_begins.clear();
   s.steps_armed = false;
   g_watching_steps = !range.empty();
+  nvtx_shim::Watch(!range.empty());
 }
 
 std::vector<uint64_t> StepBegins() {

@@ -5,6 +5,7 @@
 // close, says what it recorded, and detaches CUPTI again.
 #include "kprof/on_demand.h"
 
+#include <cuda.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,10 +30,13 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kPoll{20};         // how often the request file is read while dormant
 constexpr milliseconds kFastPoll{2};      // while a request is in progress
-constexpr int kDetachWaitMs = 2000;       // for the CUDA call CUPTI's detachment waits for
+constexpr int kDetachWaitMs = 2000;       // for the synchronization CUPTI's detachment waits for
+constexpr int kCloseWaitMs = 1000;        // for the one a duration window's closing waits for
 constexpr milliseconds kAckAfter{3000};   // one step begin is enough after this long
 constexpr milliseconds kStepWait{30000};  // no begin of the range within this: no window
 constexpr milliseconds kGoWait{60000};    // kprof capture chose no moment within this
+// No primary context made within this: CUPTI may be attached all the same.
+constexpr milliseconds kContextWait{10000};
 
 struct Control {
   std::string dir;
@@ -115,6 +119,16 @@ std::string StepWindow(const ondemand::Request& r) {
   return "";
 }
 
+// Why CUPTI stays attached after the windows, once in the run's meta.
+void NoteStaysAttached(const std::string& why) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    Agent& a = A();
+    std::lock_guard<std::mutex> lock(a.side_mu);
+    a.side_meta.emplace_back("on_demand_stays_attached", why);
+  });
+}
+
 void Handle(const ondemand::Request& r) {
   Control& c = C();
   c.presence.last_request = r.id;
@@ -128,7 +142,10 @@ void Handle(const ondemand::Request& r) {
   } else if (r.range.empty()) {
     if (OpenOnDemand()) {
       SetState("capturing");
-      if (Sleep(milliseconds(r.duration_ms))) CloseOnDemand(CaptureEnd::Duration);
+      // Closed at the program's next synchronization after the duration (attach.cpp), or at once
+      // when none comes within kCloseWait.
+      if (Sleep(milliseconds(r.duration_ms)) && !CloseAtSync(kCloseWaitMs, c.stop) && !c.stop)
+        CloseOnDemand(CaptureEnd::Duration);
     } else {
       done.problem = "a window was open already";
     }
@@ -152,30 +169,71 @@ void Handle(const ondemand::Request& r) {
   }
   ondemand::WriteWhole(File(r.id, "done"), ondemand::FormatDone(done), nullptr);
   if (c.stop) return;  // the process is ending: its end flushes, attached or not
-  // Detaching (cuptiFinalize) gives graph launches their plain speed back, but on the H200 with
-  // CUDA 13.0 CUPTI could not be attached again after it (cuptiSubscribe answered
-  // CUPTI_ERROR_NOT_INITIALIZED): so only when asked (KPROF_ON_DEMAND_DETACH=1, docs/capture.md).
-  if (Knobs().on_demand_detach) DetachCupti(kDetachWaitMs, c.stop);
+  // Detaching (cuptiFinalize) gives the program its plain speed back; the next window attaches
+  // again. Not after a graph launch (DetachCupti), nor with KPROF_ON_DEMAND_DETACH=0.
+  std::string stays;
+  if (Knobs().on_demand_detach && !DetachCupti(kDetachWaitMs, c.stop, &stays) && !stays.empty())
+    NoteStaysAttached(stays);
   SetState(A().attached ? "attached" : "dormant");
+}
+
+// Waits until the program has made a device's primary context (false: the process is ending).
+// Attaching CUPTI while the program's cuInit or its first context was still being made hung the
+// process (H200, CUDA 13.0: requests 20-300 ms after the start; docs/capture.md). The driver
+// starts this thread from inside cuInit: cuInit here returns once the program's has; retaining
+// an active primary context returns once its making has finished. A program that makes no
+// primary context (its own cuCtxCreate) is attached after kContextWait all the same.
+bool WaitForCuda() {
+  if (const CUresult r = cuInit(0); r != CUDA_SUCCESS) {
+    const char* name = nullptr;
+    cuGetErrorName(r, &name);
+    std::fprintf(stderr, "kprof agent: on demand: cuInit answered %s; no window can open\n",
+                 name != nullptr ? name : "an error");
+    return false;
+  }
+  const auto begun = Clock::now();
+  while (Clock::now() - begun < kContextWait) {
+    int n = 0;
+    if (cuDeviceGetCount(&n) != CUDA_SUCCESS) n = 0;
+    for (int i = 0; i < n; ++i) {
+      CUdevice dev = 0;
+      unsigned flags = 0;
+      int active = 0;
+      if (cuDeviceGet(&dev, i) != CUDA_SUCCESS ||
+          cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || active == 0)
+        continue;
+      CUcontext ctx = nullptr;
+      if (cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS) cuDevicePrimaryCtxRelease(dev);
+      return true;
+    }
+    if (!Sleep(kPoll)) return false;
+  }
+  return true;
 }
 
 void Loop() {
   BlockSignalsInThisThread();
   Control& c = C();
-  // A request already there was meant for the processes running when it was made.
+  // A request already there was meant for the processes running when it was made; one made
+  // while this process starts is answered once it can be.
   uint64_t last = 0;
   if (auto text = ondemand::ReadSmall(ondemand::RequestPath(c.dir)))
     if (auto r = ondemand::ParseRequest(*text, nullptr)) last = r->id;
   c.presence.last_request = last;
+  SetState("starting");
+  if (!WaitForCuda()) {
+    SetState("ended");
+    return;
+  }
   SetState("dormant");
-  while (Sleep(kPoll)) {
+  do {
     auto text = ondemand::ReadSmall(ondemand::RequestPath(c.dir));
     if (!text) continue;
     auto r = ondemand::ParseRequest(*text, nullptr);
     if (!r || r->id <= last) continue;
     last = r->id;
     Handle(*r);
-  }
+  } while (Sleep(kPoll));
 }
 
 }  // namespace

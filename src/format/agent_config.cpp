@@ -150,7 +150,8 @@ DiagnosticKnobs ReadDiagnosticKnobs(const Get& get) {
   k.pm_refuse_chip_config = is("KPROF_PM_REFUSE_CHIP_CONFIG", "1");
   k.graph_names = !is("KPROF_GRAPH_NAMES", "0");
   k.device_graphs = !is("KPROF_DEVICE_GRAPHS", "0");
-  k.on_demand_detach = is("KPROF_ON_DEMAND_DETACH", "1");
+  k.on_demand_detach = !is("KPROF_ON_DEMAND_DETACH", "0");
+  k.on_demand_detach_graphs = is("KPROF_ON_DEMAND_DETACH", "force");
   if (const char* v = get("KPROF_BUFFER_MB"); v != nullptr && *v != '\0') {
     const long mb = std::atol(v);
     if (mb >= 1 && mb <= 256) k.buffer_mb = static_cast<uint64_t>(mb);

@@ -110,7 +110,7 @@ TEST(AgentConfig, WhatCannotBeReadIsNamedAndLeftAtItsDefault) {
 TEST(AgentConfig, DiagnosticKnobsAreApartFromTheSettings) {
   const Env env({"KPROF_CAPTURE_DEBUG=", "KPROF_PM_PREPARE=0", "KPROF_PM_AVAILABILITY=1",
                  "KPROF_FLUSH_MS=abc", "KPROF_BUFFER_MB=300", "KPROF_DEVICE_BUFFER_MB=64",
-                 "KPROF_GRAPH_NAMES=0", "KPROF_CAPTURE_API=id", "KPROF_ON_DEMAND_DETACH=1"});
+                 "KPROF_GRAPH_NAMES=0", "KPROF_CAPTURE_API=id", "KPROF_ON_DEMAND_DETACH=0"});
   const DiagnosticKnobs k = ReadDiagnosticKnobs(env.Get());
   EXPECT_TRUE(k.capture_debug);  // set, whatever its value
   EXPECT_FALSE(k.pm_prepare);
@@ -120,7 +120,11 @@ TEST(AgentConfig, DiagnosticKnobsAreApartFromTheSettings) {
   EXPECT_EQ(k.device_buffer_mb, 64u);
   EXPECT_FALSE(k.graph_names);
   EXPECT_TRUE(k.capture_api_ids);
-  EXPECT_TRUE(k.on_demand_detach);
+  EXPECT_FALSE(k.on_demand_detach);
+  EXPECT_FALSE(k.on_demand_detach_graphs);
+  EXPECT_TRUE(ReadDiagnosticKnobs(Env({}).Get()).on_demand_detach);  // by default
+  EXPECT_TRUE(
+      ReadDiagnosticKnobs(Env({"KPROF_ON_DEMAND_DETACH=force"}).Get()).on_demand_detach_graphs);
   EXPECT_TRUE(k.counters_evaluate);
   EXPECT_FALSE(k.backtrace);
   // None of them is a setting kprof run writes.

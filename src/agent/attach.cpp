@@ -1,0 +1,218 @@
+// CUPTI attached and detached again around the windows of an on-demand run (agent.h "attach.cpp";
+// docs/capture.md "On demand"). What was found on an H200 with CUDA 13.0, and what it decided:
+// - cuptiFinalize is allowed in an API callback only. Made at the exit of a successful
+//   synchronization it leaves the program at its own speed, and CUPTI attaches again for the next
+//   window, any number of times; but when a CUDA graph was launched while CUPTI was attached, the
+//   next launch of that graph faulted ("unspecified launch failure": 12 of 12 runs at a
+//   synchronization's exit, 3 of 7 at the next call's exit as NVIDIA's sample does): then CUPTI
+//   stays attached (KPROF_ON_DEMAND_DETACH=force detaches all the same, to see it).
+// - a duration window closes at the program's next synchronization: graph nodes still running
+//   when a window closed got, once recorded, the end times of a later launch.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <cupti.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+#include "agent/agent.h"
+#include "agent/capture.h"
+#include "agent/capture_graphs.h"
+#include "agent/cupti_setup.h"
+#include "agent/nvtx_shim.h"
+
+namespace kprof::agent {
+namespace {
+
+std::atomic<bool> g_finalize{false};        // detach at the next synchronization
+std::atomic<bool> g_close_at_sync{false};   // close the window at the next synchronization
+std::atomic<bool> g_graph_launched{false};  // a graph was launched while attached
+std::mutex g_detach_mu;
+std::condition_variable g_detach_cv;  // a detachment or a closing was made
+
+constexpr CUpti_CallbackId kRuntimeSyncs[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020};
+constexpr CUpti_CallbackId kDriverSyncs[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz, CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize};
+
+// The synchronization calls come to kprof's callback (on) or not.
+void WatchSyncs(bool on) {
+  const char* doing = on ? "watch the program's synchronizations (a window may not close)"
+                         : "stop watching the program's synchronizations";
+  for (CUpti_CallbackId id : kRuntimeSyncs)
+    KPROF_CUPTI(cuptiEnableCallback(on ? 1 : 0, A().subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id),
+                doing);
+  for (CUpti_CallbackId id : kDriverSyncs)
+    KPROF_CUPTI(cuptiEnableCallback(on ? 1 : 0, A().subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id),
+                doing);
+}
+
+// The exit of a synchronization that succeeded: the work it waited for is done.
+bool SynchronizedHere(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return false;
+  const auto* d = static_cast<const CUpti_CallbackData*>(data);
+  if (d->callbackSite != CUPTI_API_EXIT || d->functionReturnValue == nullptr) return false;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    for (CUpti_CallbackId id : kRuntimeSyncs)
+      if (cbid == id)
+        return *static_cast<const cudaError_t*>(d->functionReturnValue) == cudaSuccess;
+    return false;
+  }
+  for (CUpti_CallbackId id : kDriverSyncs)
+    if (cbid == id) return *static_cast<const CUresult*>(d->functionReturnValue) == CUDA_SUCCESS;
+  return false;
+}
+
+// Detaches CUPTI, inside the exit callback of a synchronization. (No CUPTI call is made while
+// g_detach_mu is held, another thread perhaps waiting for it inside a callback, but
+// cuptiFinalize, which the mutex serialises with calling the detachment off.)
+void FinalizeHere() {
+  bool failed = false;
+  {
+    std::lock_guard<std::mutex> lock(g_detach_mu);
+    if (!g_finalize.exchange(false)) return;
+    Agent& a = A();
+    nvtx_shim::TakeBack(/*finalized=*/true);  // CUPTI's NVTX handlers are not called after this
+    if (!KPROF_CUPTI(cuptiFinalize(), "detach CUPTI after a window (it stays attached)")) {
+      failed = true;
+    } else {
+      CaptureDetached();
+      {
+        std::lock_guard<std::mutex> pool(a.pool_mu);
+        a.lent.clear();  // all came back with the flush before; CUPTI holds none now
+      }
+      a.subscriber = nullptr;
+      a.attached = false;
+      g_graph_launched = false;
+    }
+    g_detach_cv.notify_all();
+  }
+  if (failed) {
+    WatchSyncs(false);
+    HandNvtxToCupti();
+  }
+}
+
+}  // namespace
+
+bool OnAttachCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  if (IsGraphLaunchCall(domain, cbid)) g_graph_launched.store(true, std::memory_order_relaxed);
+  if (!g_finalize.load(std::memory_order_acquire) &&
+      !g_close_at_sync.load(std::memory_order_acquire))
+    return false;
+  if (!SynchronizedHere(domain, cbid, data)) return false;
+  if (g_close_at_sync.exchange(false)) {
+    CloseOnDemand(CaptureEnd::Duration);
+    std::lock_guard<std::mutex> lock(g_detach_mu);
+    g_detach_cv.notify_all();
+  }
+  if (g_finalize.load(std::memory_order_acquire)) FinalizeHere();
+  return true;
+}
+
+bool CloseAtSync(int timeout_ms, const std::atomic<bool>& stop) {
+  if (!A().attached) return false;
+  g_close_at_sync = true;
+  WatchSyncs(true);
+  bool closed = false;
+  {
+    std::unique_lock<std::mutex> lock(g_detach_mu);
+    g_detach_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                         [&] { return !g_close_at_sync.load() || stop.load(); });
+    closed = !g_close_at_sync.exchange(false);  // else the program's thread can no longer close it
+  }
+  WatchSyncs(false);
+  return closed;
+}
+
+void CancelDetach() {
+  bool cancelled = false;
+  {
+    std::lock_guard<std::mutex> lock(g_detach_mu);
+    cancelled = A().attached && g_finalize.exchange(false);
+  }
+  if (cancelled) WatchSyncs(false);
+}
+
+bool AttachCupti(std::string* why) {
+  Agent& a = A();
+  bool attached = false, cancelled = false;
+  {
+    std::lock_guard<std::mutex> lock(g_detach_mu);
+    attached = a.attached;
+    // Still attached: a detachment that waited for a synchronization in vain is called off.
+    if (attached) cancelled = g_finalize.exchange(false);
+  }
+  if (attached) {
+    if (cancelled) {
+      WatchSyncs(false);
+      KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE),
+                  "record the devices' properties (the run's meta will lack them)");
+      PauseFlusher(false);
+    }
+    return true;
+  }
+  // The subscriber first: after cuptiFinalize, the activity calls answer
+  // CUPTI_ERROR_NOT_INITIALIZED until CUPTI is initialised again (H200, CUDA 13.0).
+  if (!Subscribe()) {
+    *why = a.subscriber_error;
+    return false;
+  }
+  bool configured = true;  // (the attributes only tune: recording works without them)
+  if (!HandBuffers(&configured)) {
+    *why = "CUPTI refused kprof's record buffers";
+    return false;
+  }
+  KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE),
+              "record the devices' properties (the run's meta will lack them)");
+  // NVTX reaches CUPTI from now (its ranges are recorded in the windows): kprof's own handlers
+  // have watched it so far (nvtx_shim.h).
+  if (!HandNvtxToCupti())
+    std::fprintf(stderr, "kprof agent: CUPTI did not take NVTX: no range will be recorded\n");
+  CaptureAttached(a.subscriber);
+  a.attached = true;
+  PauseFlusher(false);
+  static std::once_flag version;
+  std::call_once(version, [&] {
+    uint32_t v = 0;
+    if (KPROF_CUPTI(cuptiGetVersion(&v), "read the loaded CUPTI's version")) {
+      std::lock_guard<std::mutex> lock(a.side_mu);
+      a.side_meta.emplace_back("cupti_version", std::to_string(v));
+    }
+  });
+  return true;
+}
+
+bool DetachCupti(int timeout_ms, const std::atomic<bool>& stop, std::string* why) {
+  Agent& a = A();
+  if (!a.attached) return true;
+  if (g_graph_launched.load() && !Knobs().on_demand_detach_graphs) {
+    *why =
+        "a CUDA graph was launched while CUPTI was attached (detaching would fault its next "
+        "launch): CUPTI stays attached";
+    return false;
+  }
+  PauseFlusher(true);
+  KPROF_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DEVICE),
+              "stop the devices' records after a window");
+  // Everything CUPTI holds goes to the file first: after cuptiFinalize no buffer comes back, and
+  // the writer must not read one with CUPTI detached.
+  FlushWithTimeout(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, kExitFlushTimeoutMs);
+  WaitDrained(kExitFlushTimeoutMs);
+  g_finalize = true;
+  WatchSyncs(true);
+  std::unique_lock<std::mutex> lock(g_detach_mu);
+  g_detach_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                       [&] { return !a.attached || stop.load(); });
+  return !a.attached;
+}
+
+}  // namespace kprof::agent
