@@ -268,7 +268,10 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
   // (the window opens inside its push and closes inside its pop: docs/capture.md), unless the
   // range was recorded after all (a push of the same name on that thread inside the window).
   // An on-demand window of steps (kprof capture --step-range) opens inside its first step's
-  // push: that step runs from the window's opening to the next recorded push of the range.
+  // push: that step runs from the window's opening to the next recorded push of the range,
+  // unless the push itself was recorded (kprof's NVTX handlers hand it to CUPTI once the window
+  // is open, switching the kinds on taking a while: then it is that thread's first push in the
+  // window, and comes before the thread's first CUDA call there).
   for (const Record& w : p.records) {
     const auto trigger = static_cast<CaptureTrigger>(w.flags);
     if (w.Kind() != RecordKind::CaptureWindow || w.name == 0 ||
@@ -278,8 +281,13 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
     const uint64_t end = std::max(w.start_ns, w.end_ns);
     uint64_t until = end;
     bool recorded = false;
+    const Record* first = nullptr;  // the thread's first push in the window
     for (const Record* m : markers) {
-      if (m->Kind() != RecordKind::MarkerStart || m->name != w.name || m->tid != w.tid) continue;
+      if (m->Kind() != RecordKind::MarkerStart || m->tid != w.tid) continue;
+      if (steps && m->start_ns + kFirstStepSlackNs >= w.start_ns && m->start_ns <= end &&
+          (first == nullptr || m->start_ns < first->start_ns))
+        first = m;
+      if (m->name != w.name) continue;
       if (!steps) {
         recorded |= m->start_ns >= w.start_ns && m->start_ns <= end;
         continue;
@@ -287,6 +295,14 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
       recorded |= m->start_ns + kFirstStepSlackNs >= w.start_ns &&
                   m->start_ns <= w.start_ns + kFirstStepSlackNs;
       if (m->start_ns > w.start_ns) until = std::min(until, m->start_ns);
+    }
+    if (first != nullptr && first->name == w.name) {
+      uint64_t call = end;  // the thread's first CUDA call in the window
+      for (const Record& r : p.records)
+        if ((r.Kind() == RecordKind::RuntimeApi || r.Kind() == RecordKind::DriverApi) &&
+            r.tid == w.tid && r.start_ns >= w.start_ns)
+          call = std::min(call, r.start_ns);
+      recorded |= first->start_ns <= call;
     }
     if (!recorded) add({&w, w.start_ns, until, w.tid, 0, -1, true});
   }

@@ -256,12 +256,23 @@ TEST(CaptureAnalysis, OnDemandStepWindowStandsForItsFirstStep) {
   EXPECT_EQ(step->kernels, 6u);
   EXPECT_EQ(step->gpu_ns, 6 * kMs);
   // Had CUPTI recorded the first push (at the opening), the window stands for nothing more.
-  b.Range("step", t0 + 5000, t0 + 10 * kMs);
-  kprof::Run recorded = b.Build();
-  Analysis r = Analyze(BuildTimeline(recorded));
+  TraceBuilder at_open = b;
+  at_open.Range("step", t0 + 5000, t0 + 10 * kMs);
+  Analysis r = Analyze(BuildTimeline(at_open.Build()));
   for (const GroupRow& g : r.ops) {
     if (g.key == "step") {
       EXPECT_EQ(g.calls, 3u);
     }
   }
+  // Nor when it was recorded once the kinds were on, 80 us after the opening (kprof's NVTX
+  // handlers forward the push after opening the window), before the step's first launch.
+  TraceBuilder later = b;
+  later.Range("step", t0 + 80'000, t0 + 10 * kMs);
+  Analysis l = Analyze(BuildTimeline(later.Build()));
+  const GroupRow* lstep = nullptr;
+  for (const GroupRow& g : l.ops)
+    if (g.key == "step") lstep = &g;
+  ASSERT_NE(lstep, nullptr);
+  EXPECT_EQ(lstep->calls, 3u);
+  EXPECT_EQ(lstep->gpu_ns, 6 * kMs);
 }
