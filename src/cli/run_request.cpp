@@ -120,7 +120,8 @@ std::optional<int> ParseRunRequest(const std::vector<std::string>& args, RunRequ
   app.add_option("--pytorch", r.pytorch,
                  "Python programs that import torch: auto = an NVTX range per aten op and per "
                  "nn.Module call; ops, modules = only those; stack = both and the program's "
-                 "file:line of each torch call (slower); off = nothing added (docs/pytorch.md)")
+                 "file:line of each torch call (slower); off = nothing added (docs/pytorch.md); "
+                 "with --on-demand, auto adds nothing")
       ->check(CLI::IsMember({"auto", "ops", "modules", "stack", "off"}));
   app.add_option("--metrics", metrics,
                  "Hardware counters: sampled = GPU-wide throughputs sampled as the program runs "
@@ -250,7 +251,9 @@ AgentConfig AgentConfigFor(const RunRequest& r, const std::string& abs_dir,
   c.output_dir = abs_dir;
   c.kinds = r.kinds;
   c.graph_trace = r.graph_trace;
-  if (!python_dir.empty()) c.pytorch = r.pytorch;
+  // On demand, --pytorch auto adds nothing: op and module ranges cost the program all along,
+  // windows or not (docs/capture.md "On demand"); --pytorch ops|modules|stack asks for them.
+  if (!python_dir.empty()) c.pytorch = r.on_demand && r.pytorch == "auto" ? "off" : r.pytorch;
   c.replay = r.replay;
   c.sampled = r.sampled;
   c.metrics_top = static_cast<uint64_t>(r.metrics_top);
