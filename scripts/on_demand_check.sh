@@ -3,28 +3,39 @@
 # GPU; exit 77 (ctest: skipped) without one. Checks, each a line "PASS|FAIL what" in OUT/summary.txt:
 #  1. kernels/on_demand_steps under --on-demand: three windows asked in a row (5 steps, 0.2 s,
 #     3 steps): each holds exactly its steps' kernels (7 step_kernel and 1000 graph_node a step);
-#  2. a job that exits mid-window keeps what was recorded;
-#  3. a 2-rank DDP job (tests/gpu/scripts/ddp_steps.py, with PyTorch): both ranks record the same
-#     steps ("idx N" ranges).
+#  2. errors of kprof capture (no such run, a run that has ended);
+#  3. a job that exits mid-window keeps what was recorded;
+#  4. a 2-rank DDP job (tests/gpu/scripts/ddp_steps.py, with PyTorch): both ranks record the same
+#     steps ("idx N" ranges);
+#  5. an on-demand window of 3 steps reports what a --capture window of 3 steps does.
 # Then, with MEASURE=1, ROUNDS interleaved rounds of the dormant cost: the host time of a 1000-node
 # cudaGraphLaunch (kernels/graph_replay 1000 100) plain / --on-demand never asked / --capture
-# nvtx:never; the 1M-kernel storm; NVTX push+pop; and launches before and after windows.
+# nvtx:never; the 1M-kernel storm; NVTX push+pop; and, after three windows, the host time of kernel
+# launches and NVTX pairs of a program without graphs (CUPTI detached) and of graph launches of
+# one with graphs (CUPTI stays attached), each against the same program plain over the same steps
+# (after_windows.tsv).
 #   scripts/on_demand_check.sh OUT [BUILD=build] [ROUNDS=5]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: on_demand_check.sh OUT [BUILD] [ROUNDS]}
 BUILD=${2:-build}
 ROUNDS=${3:-5}
-K="$BUILD/kprof"
-S="$BUILD/kernels/on_demand_steps"
-nvidia-smi -L > /dev/null 2>&1 || { echo "no GPU: skipped"; exit 77; }
-mkdir -p "$OUT"
+. scripts/on_demand_lib.sh
 SUM="$OUT/summary.txt"
+HANG_LOG="$SUM"
 : > "$SUM"
 fails=0
 check() {  # check NAME CONDITION-RESULT(0/1) DETAIL
   if [ "$2" = 0 ]; then echo "PASS $1 $3" | tee -a "$SUM"; else
     echo "FAIL $1 $3" | tee -a "$SUM"; fails=$((fails + 1)); fi
+}
+csv_cols() {  # csv_cols I J...: those columns of CSV on stdin, tab-separated (names hold commas)
+  python3 -c 'import csv, sys
+for row in csv.reader(sys.stdin): print("\t".join(row[int(i)] for i in sys.argv[1:]))' "$@"
+}
+max_ns() {  # max_ns RUN WINDOW KERNEL: the longest launch of KERNEL in that window
+  "$K" report "$1" --window "$2" --by kernel --format csv --top 0 --no-hints 2>/dev/null |
+    csv_cols 0 7 | awk -F'\t' -v k="$3" 'index($1, k"(")==1 {print $2; f=1} END {if (!f) print 0}'
 }
 calls() {  # calls RUN WINDOW KERNEL: the calls of KERNEL in that window (--by kernel csv)
   "$K" report "$1" --window "$2" --by kernel --format csv --top 0 --no-hints 2>/dev/null |
@@ -34,24 +45,6 @@ calls() {  # calls RUN WINDOW KERNEL: the calls of KERNEL in that window (--by k
 idx_ranges() {  # idx_ranges FILE WINDOW: the "idx N" range names of that window, sorted
   "$K" report "$1" --window "$2" --by range-path --format csv --top 0 --no-hints 2>/dev/null |
     grep -o 'idx [0-9]*' | sort -u | tr '\n' ' '
-}
-finish() {  # finish PID NAME: waits for kprof run (60 s at most); a hang leaves the stacks and is killed
-  for _ in $(seq 1 600); do kill -0 "$1" 2>/dev/null || { wait "$1"; return $?; }; sleep 0.1; done
-  for p in $(pgrep -P "$1"); do
-    { echo "== $p"; cat /proc/$p/cmdline | tr '\0' ' '; echo;
-      gdb -batch -p "$p" -ex "thread apply all bt" 2>&1 | grep -v "^\[New LWP" | head -300; } >> "$OUT/$2_stacks.txt"
-    kill -9 "$p"
-  done
-  wait "$1"
-  echo "HANG $2 (stacks in $2_stacks.txt)" | tee -a "$SUM"
-  return 124
-}
-wait_agents() {  # wait_agents RUN N: until N processes are dormant in RUN/control
-  for _ in $(seq 1 600); do
-    [ "$(grep -l 'state=dormant' "$1"/control/*.agent 2>/dev/null | wc -l)" -ge "$2" ] && return 0
-    sleep 0.1
-  done
-  return 1
 }
 
 # 1. Three windows in a row.
@@ -85,6 +78,10 @@ for w in 1 3; do
 done
 sk=$(calls "$R" 2 step_kernel)
 check window2-duration "$([ "$sk" -gt 0 ]; echo $?)" "step_kernel=$sk in 0.2 s"
+# Each graph_node lasts about 0.9 us: none of a window may last 100 us (the last launch of a
+# window once took the end times of a later launch).
+longest=$(for w in 1 2 3; do max_ns "$R" $w graph_node; done | sort -n | tail -1)
+check node-durations "$([ "${longest:-0}" -lt 100000 ]; echo $?)" "longest graph_node ${longest} ns"
 grep -h "opened" "$OUT"/steps_capture*.txt | sed 's/.*opened \(.*\) after.*/\1/' > "$OUT/open_after.txt"
 "$K" report "$R" > "$OUT/steps_report.txt" 2>&1
 
@@ -123,40 +120,97 @@ if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
     [ "$(echo "${ids[0]}" | grep -o idx | wc -l)" = 3 ]; echo $?)" "rank0: ${ids[0]:-} rank1: ${ids[1]:-}"
 fi
 
+# 5. The on-demand window of 3 steps (window 3 of check 1) against 3 steps of the same program
+#    taken with --capture nvtx:three, a range around steps 5 to 7 (ON_DEMAND_OUTER=5), and
+#    --graph-trace node (on demand records graphs per node): the same kernel calls and range calls
+#    (step numbers and the range "three" aside), the same top hint, and the same hints among those
+#    pricing 5% of the window or more on either side (below that, whether a gap-priced hint fires
+#    follows the host's timing: one of two runs differed by gpu-idle-gaps alone).
+R5="$OUT/capture3"
+rm -rf "$R5"
+ON_DEMAND_OUTER=5 "$K" run -o "$R5" --quiet --calibrate off --capture nvtx:three --graph-trace node \
+  -- "$S" 12 7 1000 5 > "$OUT/capture3_run.log" 2>&1
+summary() {  # summary RUN [WINDOW...]: kernel calls, range calls (idx N as idx), "hint ID PCT"
+  { "$K" report "$@" --by kernel --format csv --top 0 --no-hints | csv_cols 0 1
+    "$K" report "$@" --by range-path --format csv --top 0 --no-hints | csv_cols 0 1 |
+      sed 's/idx [0-9]*/idx/g; s#^three/##' | grep -v '^three' | sort
+    "$K" report "$@" --format json | python3 -c 'import json, sys
+for h in json.load(sys.stdin).get("hints", []): print("hint", h["id"], round(h.get("est_saving_pct", 0), 1))'
+  } 2>/dev/null
+}
+summary "$R" --window 3 > "$OUT/on_demand3.summary"
+summary "$R5" > "$OUT/capture3.summary"
+same=$(python3 - "$OUT/on_demand3.summary" "$OUT/capture3.summary" <<'PY'
+import sys
+a, b = ([l.split() for l in open(f).read().splitlines() if l.strip()] for f in sys.argv[1:])
+rows = lambda s: [l for l in s if l[0] != "hint"]
+hints = lambda s: [(l[1], float(l[2])) for l in s if l[0] == "hint"]
+ha, hb = hints(a), hints(b)
+big = {i for i, p in ha + hb if p >= 5}
+ok = (rows(a) == rows(b) and (ha[:1] and hb[:1] and ha[0][0] == hb[0][0]) and
+      big <= {i for i, _ in ha} and big <= {i for i, _ in hb})
+print(0 if ok else 1)
+PY
+)
+check same-as-capture "$same" \
+  "$(diff "$OUT/on_demand3.summary" "$OUT/capture3.summary" | head -10 | tr '\n' '|')"
+
 if [ "${MEASURE:-0}" = 1 ]; then
   G=("$BUILD/kernels/graph_replay" 1000 100)
   us() { grep -o 'host_launch_us=[0-9.]*' | cut -d= -f2; }
-  printf "round\tplain\ton_demand\tnvtx_never\n" > "$OUT/graph_dormant.tsv"
+  med() { sort -n | awk '{a[NR]=$1} END {if (NR) print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2)}'; }
+  col_after() {  # col_after TIMES COLUMN FROM: the median of COLUMN over the steps after FROM
+    awk -v c="$2" -v f="$3" '$1 > f {print $c}' "$1" | med
+  }
+  gpu() { grep -o 'gpu_launch_us=[0-9.]*' | cut -d= -f2; }
+  printf "round\tplain\ton_demand\tnvtx_never\tplain_gpu_us\ton_demand_gpu_us\n" > "$OUT/graph_dormant.tsv"
   printf "round\tplain_s\ton_demand_s\n" > "$OUT/storm.tsv"
-  printf "round\tplain_ns\ton_demand_ns\tafter_windows_ns\n" > "$OUT/nvtx.tsv"
+  printf "round\tplain_ns\ton_demand_ns\n" > "$OUT/nvtx.tsv"
   printf "round\tplain\ton_demand\n" > "$OUT/graph_no_nvtx.tsv"
+  printf "round\tkernels_plain_us\tkernels_after_us\tnvtx_plain_ns\tnvtx_after_ns\tgraph_plain_us\tgraph_after_us\n" > "$OUT/after_windows.tsv"
   for r in $(seq 1 "$ROUNDS"); do
-    a=$("${G[@]}" | us)
-    b=$("$K" run -o "$OUT/m/od$r" --force --quiet --calibrate off --on-demand -- "${G[@]}" 2>/dev/null | us)
+    a=$("${G[@]}")
+    b=$("$K" run -o "$OUT/m/od$r" --force --quiet --calibrate off --on-demand -- "${G[@]}" 2>/dev/null)
     c=$("$K" run -o "$OUT/m/nn$r" --force --quiet --calibrate off --capture nvtx:never -- "${G[@]}" 2>/dev/null | us)
-    printf "%s\t%s\t%s\t%s\n" "$r" "$a" "$b" "$c" >> "$OUT/graph_dormant.tsv"
+    printf "%s\t%s\t%s\t%s\t%s\t%s\n" "$r" "$(echo "$a" | us)" "$(echo "$b" | us)" "$c" \
+      "$(echo "$a" | gpu)" "$(echo "$b" | gpu)" >> "$OUT/graph_dormant.tsv"
     t0=$(date +%s.%N); "$BUILD/kernels/kernel_storm" 1000000 > /dev/null; t1=$(date +%s.%N)
     "$K" run -o "$OUT/m/st$r" --force --quiet --calibrate off --on-demand -- "$BUILD/kernels/kernel_storm" 1000000 > /dev/null 2>&1
     t2=$(date +%s.%N)
     awk -v r="$r" -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN {printf "%s\t%.3f\t%.3f\n", r, b - a, c - b}' >> "$OUT/storm.tsv"
     p=$(ON_DEMAND_NVTX=1 "$S" 20 0 10 1 | grep -o 'nvtx_ns=[0-9.]*' | cut -d= -f2)
     o=$(ON_DEMAND_NVTX=1 "$K" run -o "$OUT/m/nv$r" --force --quiet --calibrate off --on-demand -- "$S" 20 0 10 1 2>/dev/null | grep -o 'nvtx_ns=[0-9.]*' | cut -d= -f2)
-    # After windows: the process of check 1's kind, three windows, then its NVTX pairs.
-    rm -rf "$OUT/m/aw$r"
-    ON_DEMAND_NVTX=1 ON_DEMAND_TIMES="$OUT/m/aw${r}_times.txt" "$K" run -o "$OUT/m/aw$r" --quiet --calibrate off --on-demand -- "$S" 800 7 1000 5 > "$OUT/m/aw$r.log" 2>&1 &
-    run=$!
-    wait_agents "$OUT/m/aw$r" 1
-    sleep 0.5
-    for _ in 1 2 3; do "$K" capture "$OUT/m/aw$r" --timeout 20 --step-range step --steps 3 >> "$OUT/m/aw${r}_capture.txt" 2>&1; sleep 0.2; done
-    finish $run aw$r
+    printf "%s\t%s\t%s\n" "$r" "$p" "$o" >> "$OUT/nvtx.tsv"
+    # After windows. A program without graphs (CUPTI detached after each window): three 3-step
+    # windows, then its kernel launches and NVTX pairs, against the same program plain over the
+    # same steps. A program with graphs (CUPTI stays attached): its graph launches after them.
+    for kind in nograph graph; do
+      env_graph=$([ $kind = nograph ] && echo ON_DEMAND_NO_GRAPH=1 || echo ON_DEMAND_UNUSED=1)
+      env "$env_graph" ON_DEMAND_NVTX=1 ON_DEMAND_TIMES="$OUT/m/pl${kind}${r}_times.txt" "$S" 800 7 1000 5 > "$OUT/m/pl${kind}$r.log" 2>&1
+      R4="$OUT/m/aw${kind}$r"
+      rm -rf "$R4"
+      env "$env_graph" ON_DEMAND_NVTX=1 ON_DEMAND_TIMES="${R4}_times.txt" "$K" run -o "$R4" --quiet --calibrate off --on-demand -- "$S" 800 7 1000 5 > "$R4.log" 2>&1 &
+      run=$!
+      wait_agents "$R4" 1
+      sleep 0.5
+      for _ in 1 2 3; do "$K" capture "$R4" --timeout 20 --step-range step --steps 3 >> "${R4}_capture.txt" 2>&1; sleep 0.2; done
+      finish $run "aw${kind}$r"
+      last=$(idx_ranges "$R4" 3 | grep -o '[0-9]*' | tail -1)
+      eval "last_$kind=\${last:-0}"
+    done
+    printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$r" \
+      "$(col_after "$OUT/m/plnograph${r}_times.txt" 3 $((last_nograph + 2)))" \
+      "$(col_after "$OUT/m/awnograph${r}_times.txt" 3 $((last_nograph + 2)))" \
+      "$(grep -o 'nvtx_after_ns=[0-9.]*' "$OUT/m/plnograph$r.log" | cut -d= -f2)" \
+      "$(grep -o 'nvtx_after_ns=[0-9.]*' "$OUT/m/awnograph$r.log" | cut -d= -f2)" \
+      "$(col_after "$OUT/m/plgraph${r}_times.txt" 2 $((last_graph + 2)))" \
+      "$(col_after "$OUT/m/awgraph${r}_times.txt" 2 $((last_graph + 2)))" >> "$OUT/after_windows.tsv"
     # A process that never reaches NVTX: the graph launch dormant, plain and on demand.
     q=$(ON_DEMAND_NO_NVTX=1 "$S" 200 7 1000 1 | us)
     qo=$(ON_DEMAND_NO_NVTX=1 "$K" run -o "$OUT/m/nn2$r" --force --quiet --calibrate off --on-demand -- "$S" 200 7 1000 1 2>/dev/null | us)
     printf "%s\t%s\t%s\n" "$r" "$q" "$qo" >> "$OUT/graph_no_nvtx.tsv"
-    aw=$(grep -o 'nvtx_after_ns=[0-9.]*' "$OUT/m/aw$r.log" | cut -d= -f2)
-    printf "%s\t%s\t%s\t%s\n" "$r" "$p" "$o" "$aw" >> "$OUT/nvtx.tsv"
   done
-  cat "$OUT/graph_dormant.tsv" "$OUT/graph_no_nvtx.tsv" "$OUT/storm.tsv" "$OUT/nvtx.tsv"
+  cat "$OUT/graph_dormant.tsv" "$OUT/graph_no_nvtx.tsv" "$OUT/storm.tsv" "$OUT/nvtx.tsv" "$OUT/after_windows.tsv"
 fi
 echo "failures: $fails" | tee -a "$SUM"
 [ "$fails" = 0 ]

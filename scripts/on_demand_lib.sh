@@ -1,0 +1,28 @@
+# Shared by scripts/on_demand_check.sh and scripts/on_demand_probe.sh (sourced once OUT and BUILD
+# are set): the programs, the GPU's presence (exit 77 without one) and the waits.
+K="$BUILD/kprof"
+S="$BUILD/kernels/on_demand_steps"
+nvidia-smi -L > /dev/null 2>&1 || { echo "no GPU: skipped"; exit 77; }
+mkdir -p "$OUT"
+GDB=$(command -v gdb || command -v cuda-gdb || echo gdb)
+# finish PID NAME: kprof run's status once it ends (60 s at most); a hang leaves the threads'
+# stacks in OUT/NAME_stacks.txt, is killed, and says so (also into HANG_LOG when set): 124.
+finish() {
+  for _ in $(seq 1 600); do kill -0 "$1" 2>/dev/null || { wait "$1"; return $?; }; sleep 0.1; done
+  for p in $(pgrep -P "$1"); do
+    { echo "== $p"; tr '\0' ' ' < "/proc/$p/cmdline"; echo
+      "$GDB" -batch -p "$p" -ex "thread apply all bt" 2>&1 | grep -v "^\[New LWP" | head -300; } >> "$OUT/$2_stacks.txt"
+    kill -9 "$p"
+  done
+  wait "$1"
+  echo "HANG $2 (stacks in $2_stacks.txt)" | tee -a "${HANG_LOG:-/dev/null}"
+  return 124
+}
+# wait_agents RUN N: until N processes of RUN are dormant (60 s at most; false then).
+wait_agents() {
+  for _ in $(seq 1 3000); do
+    [ "$(grep -l 'state=dormant' "$1"/control/*.agent 2>/dev/null | wc -l)" -ge "$2" ] && return 0
+    sleep 0.02
+  done
+  return 1
+}
