@@ -160,6 +160,7 @@ nvtxStringHandle_t CuptiString(nvtxStringHandle_t h) {
 // The attributes CUPTI gets: a registered message becomes CUPTI's handle for it.
 const nvtxEventAttributes_t* ForCupti(const nvtxEventAttributes_t* a, nvtxEventAttributes_t* copy) {
   if (a == nullptr || a->messageType != NVTX_MESSAGE_TYPE_REGISTERED) return a;
+  *copy = {};  // (an older, shorter struct leaves the rest zero)
   std::memcpy(copy, a, std::min<size_t>(sizeof *copy, a->size));
   copy->message.registered = CuptiString(a->message.registered);
   return copy;
