@@ -49,8 +49,10 @@ constexpr uint64_t kOwnRange = 1ULL << 63;  // ids of ranges started while not f
 std::mutex g_mu;  // adoption, the registries, handing over
 Instance g_instances[kMaxInstances];
 std::atomic<int> g_count{0};
-std::vector<Domain*> g_domains;  // leaked with the process: the program may use them to its end
-std::vector<String*> g_strings;
+// The program's domains and strings, never freed (it may use them to its end), reachable from
+// here to the end (leaked on purpose, like the registries themselves).
+std::vector<Domain*>& g_domains = *new std::vector<Domain*>();
+std::vector<String*>& g_strings = *new std::vector<String*>();
 // Names given while CUPTI was not there, given again when it comes (category, thread id, name).
 std::vector<std::pair<Domain*, std::pair<uint32_t, std::string>>> g_categories;
 std::vector<std::pair<uint32_t, std::string>> g_threads;
