@@ -422,11 +422,10 @@ bool StartCapture(CUpti_SubscriberHandle subscriber, uint32_t kinds) {
 bool OnCaptureCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   if (!g_configured) return false;
   if (domain == CUPTI_CB_DOMAIN_NVTX) {
+    // (On demand, no NVTX callback is enabled: kprof's own NVTX handlers give the windows their
+    // events, nvtx_shim.h.)
     const NvtxEvent e = DecodeNvtx(cbid, *static_cast<const CUpti_NvtxData*>(data));
-    if (g_settings.trigger == CaptureTrigger::Nvtx)
-      OnNvtx(e);
-    else if (g_settings.trigger == CaptureTrigger::OnDemand)
-      OnDemandNvtx(e);
+    if (g_settings.trigger == CaptureTrigger::Nvtx) OnNvtx(e);
     return true;
   }
   if (domain == CUPTI_CB_DOMAIN_RESOURCE) {

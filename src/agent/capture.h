@@ -41,8 +41,11 @@ bool OutsideWindow();
 
 // On demand (--on-demand, on_demand.h): the agent's control thread drives the windows; CUPTI is
 // attached only around them.
-/// CUPTI was attached (again): the callbacks the windows need are enabled on `subscriber` (NVTX,
-/// context creation, graph launches); nothing is recorded until a window opens.
+/// Some device's primary context is active (`device`: the first such, when not null).
+bool ActivePrimaryContext(CUdevice* device);
+/// CUPTI was attached (again): the callbacks the windows need are enabled on `subscriber`
+/// (context creation, graph launches; NVTX comes from kprof's own handlers, nvtx_shim.h);
+/// nothing is recorded until a window opens.
 void CaptureAttached(CUpti_SubscriberHandle subscriber);
 /// CUPTI was detached: nothing is switched on any more.
 void CaptureDetached();

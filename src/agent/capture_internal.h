@@ -84,9 +84,10 @@ extern std::atomic<bool> g_window_open;
 extern std::atomic<uint64_t> g_attachments;
 /// Pushes and starts of any NVTX range seen.
 extern std::atomic<uint64_t> g_nvtx_ranges;
-/// An NVTX callback, decoded once for the windows (DecodeNvtx): its kind, the ASCII message of
-/// a push or start, its domain (null: the default), and this thread's push depth in that domain
-/// since CUPTI was last attached: for a push the depth below it, for a pop the depth after it.
+/// An NVTX call as the windows see it, decoded once from CUPTI's callback (DecodeNvtx) or made by
+/// kprof's own NVTX handlers (on demand, nvtx_shim.h): its kind, the ASCII message of a push or
+/// start, its domain (null: the default), and this thread's push depth in that domain since
+/// CUPTI was last attached: for a push the depth below it, for a pop the depth after it.
 struct NvtxEvent {
   enum class Kind { Push, Pop, Start, End, Other } kind = Kind::Other;
   const char* message = nullptr;

@@ -21,11 +21,12 @@ namespace {
 using namespace capture;  // NOLINT(google-build-using-namespace): the windows' internals
 
 constexpr size_t kStepsKept = 8;
-// A step range is watched: the NVTX callbacks compare names (else they only count depths).
+// A step range is watched: the NVTX events are compared by name (else only depths count).
 std::atomic<bool> g_watching_steps{false};
 
-// True when some device's primary context is active: a window opened now may switch at once.
-bool AnyContext() {
+}  // namespace
+
+bool ActivePrimaryContext(CUdevice* device) {
   int n = 0;
   if (cuDeviceGetCount(&n) != CUDA_SUCCESS) return false;
   for (int i = 0; i < n; ++i) {
@@ -33,13 +34,13 @@ bool AnyContext() {
     unsigned flags = 0;
     int active = 0;
     if (cuDeviceGet(&dev, i) == CUDA_SUCCESS &&
-        cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active != 0)
+        cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active != 0) {
+      if (device != nullptr) *device = dev;
       return true;
+    }
   }
   return false;
 }
-
-}  // namespace
 
 void CaptureAttached(CUpti_SubscriberHandle subscriber) {
   g_attachments.fetch_add(1);
@@ -49,7 +50,8 @@ void CaptureAttached(CUpti_SubscriberHandle subscriber) {
   WatchContexts(subscriber);
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (!s.context_ready && AnyContext()) {
+  // (a window opened now may switch at once)
+  if (!s.context_ready && ActivePrimaryContext(nullptr)) {
     s.context_ready = true;
     s.context_ns = Now();
     s.context_at = std::chrono::steady_clock::now();

@@ -193,15 +193,7 @@ bool WaitForCuda() {
   }
   const auto begun = Clock::now();
   while (Clock::now() - begun < kContextWait) {
-    int n = 0;
-    if (cuDeviceGetCount(&n) != CUDA_SUCCESS) n = 0;
-    for (int i = 0; i < n; ++i) {
-      CUdevice dev = 0;
-      unsigned flags = 0;
-      int active = 0;
-      if (cuDeviceGet(&dev, i) != CUDA_SUCCESS ||
-          cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || active == 0)
-        continue;
+    if (CUdevice dev = 0; ActivePrimaryContext(&dev)) {
       CUcontext ctx = nullptr;
       if (cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS) cuDevicePrimaryCtxRelease(dev);
       return true;

@@ -26,6 +26,7 @@
 
 #include "agent/agent.h"
 #include "agent/capture_graphs.h"
+#include "agent/capture_internal.h"
 #include "gtest/gtest.h"
 #include "kprof/on_demand.h"
 
@@ -145,6 +146,18 @@ void Pop() {
   nvtxRangePop_params p{};
   CUpti_NvtxData d{"nvtxRangePop", &p, nullptr};
   OnCaptureCallback(CUPTI_CB_DOMAIN_NVTX, CUPTI_CBID_NVTX_nvtxRangePop, &d);
+}
+// On demand the windows get NVTX events from kprof's own handlers (nvtx_shim.h, tested in
+// NvtxShim.*), not from CUPTI's callbacks: here decoded as a callback's would be.
+void OnDemandPush(const char* name) {
+  nvtxRangePushA_params p{name};
+  CUpti_NvtxData d{"nvtxRangePushA", &p, nullptr};
+  capture::OnDemandNvtx(capture::DecodeNvtx(CUPTI_CBID_NVTX_nvtxRangePushA, d));
+}
+void OnDemandPop() {
+  nvtxRangePop_params p{};
+  CUpti_NvtxData d{"nvtxRangePop", &p, nullptr};
+  capture::OnDemandNvtx(capture::DecodeNvtx(CUPTI_CBID_NVTX_nvtxRangePop, d));
 }
 void ProfilerApi(bool start, CUpti_ApiCallbackSite site) {
   CUpti_CallbackData cb{};
@@ -616,11 +629,11 @@ TEST(CaptureWindows, OnDemandWindowsOpenForTheControlThreadAndCountSteps) {
     ASSERT_TRUE(Start());
     EXPECT_TRUE(g_nvtx_callbacks.empty());  // dormant: no callback enabled at start
     EXPECT_TRUE(g_api_callbacks.empty());
-    Push("step");  // (CUPTI is not attached: its callbacks would not come; harmless if they do)
-    Pop();
+    OnDemandPush("step");  // (dormant, kprof's handlers would not be there; harmless if they are)
+    OnDemandPop();
     CaptureAttached(kSubscriber);
     // Attached, still no NVTX callback: kprof's own NVTX handlers give the windows their pushes
-    // and pops (nvtx_shim.h, NvtxShim.*); here they come as the callbacks' decoded events would.
+    // and pops (OnDemandPush, OnDemandPop).
     EXPECT_TRUE(g_nvtx_callbacks.empty());
     ContextMade();
     // A duration window: the control thread opens and closes it.
@@ -632,30 +645,30 @@ TEST(CaptureWindows, OnDemandWindowsOpenForTheControlThreadAndCountSteps) {
     EXPECT_EQ(g_flushes_before_disable, 1);  // the window's records completed, kinds still on
     // A step window of 2 steps, armed for a moment far ahead: pushes before it do not open it.
     WatchSteps("step");
-    Push("step");
-    Pop();
+    OnDemandPush("step");
+    OnDemandPop();
     ASSERT_EQ(StepBegins().size(), 1u);
     ArmSteps(2, ondemand::WallNs() + 3'600'000'000'000ull);
-    Push("step");
+    OnDemandPush("step");
     EXPECT_TRUE(OutsideWindow());
-    Pop();
+    OnDemandPop();
     EXPECT_EQ(StepBegins().size(), 2u);
     ArmSteps(2, 0);  // now
     EXPECT_TRUE(CaptureStatus().armed);
-    Push("load");  // another range: not a step
-    Pop();
+    OnDemandPush("load");  // another range: not a step
+    OnDemandPop();
     EXPECT_TRUE(OutsideWindow());
-    Push("step");  // step 1 opens the window
+    OnDemandPush("step");  // step 1 opens the window
     EXPECT_FALSE(OutsideWindow());
     EXPECT_EQ(g_enables, 2);
-    Push("forward");
-    Pop();                              // nested: not a step's end
-    std::thread([] { Pop(); }).join();  // another thread's pop
+    OnDemandPush("forward");
+    OnDemandPop();                              // nested: not a step's end
+    std::thread([] { OnDemandPop(); }).join();  // another thread's pop
     EXPECT_EQ(CaptureStatus().steps_done, 0u);
-    Pop();  // the end of step 1
+    OnDemandPop();  // the end of step 1
     EXPECT_FALSE(OutsideWindow());
-    Push("step");
-    Pop();  // the end of step 2: closes
+    OnDemandPush("step");
+    OnDemandPop();  // the end of step 2: closes
     EXPECT_TRUE(OutsideWindow());
     EXPECT_EQ(g_disables, 2);
     const WindowStatus st = CaptureStatus();
@@ -663,9 +676,9 @@ TEST(CaptureWindows, OnDemandWindowsOpenForTheControlThreadAndCountSteps) {
     EXPECT_EQ(st.steps_done, 2u);
     EXPECT_FALSE(st.armed);
     EXPECT_GE(st.closed_wall_ns, st.opened_wall_ns);
-    Push("step");  // not armed again: nothing opens
+    OnDemandPush("step");  // not armed again: nothing opens
     EXPECT_TRUE(OutsideWindow());
-    Pop();
+    OnDemandPop();
     WatchSteps("");
     CaptureDetached();
     EndCapture();
