@@ -24,6 +24,21 @@
 
 #define CHECK_LAUNCH() CHECK(cudaGetLastError())
 
+// `n` floats of device memory, zeroed: the graph workloads' scratch buffer.
+inline float* ZeroedFloats(size_t n) {
+  float* d = nullptr;
+  CHECK(cudaMalloc(&d, n * sizeof(float)));
+  CHECK(cudaMemset(d, 0, n * sizeof(float)));
+  return d;
+}
+
+// A stream that does not synchronize with the legacy default stream.
+inline cudaStream_t NonBlockingStream() {
+  cudaStream_t s = nullptr;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
+}
+
 // Takes `flag` out of argv wherever it stands (so that the positional arguments keep their
 // places) and says whether it was there. The planted workloads take --fixed: their fixed twin, the
 // same work with the planted problem removed the way the hint's fix says (docs/hints.md,

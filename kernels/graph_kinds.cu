@@ -68,11 +68,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: graph_kinds [LAUNCHES] [BODY]\n");
     return 2;
   }
-  float* d;
-  CHECK(cudaMalloc(&d, 1024 * sizeof(float)));
-  CHECK(cudaMemset(d, 0, 1024 * sizeof(float)));
-  cudaStream_t s;
-  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  float* d = ZeroedFloats(1024);
+  cudaStream_t s = NonBlockingStream();
 
   // Driver API launch.
   cudaGraph_t g_driver = Capture(s, "capture_driver", driver_node, d, 3);

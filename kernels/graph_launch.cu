@@ -13,11 +13,8 @@ __global__ void graph_k(float* p) {
 
 int main(int argc, char** argv) {
   const int replays = static_cast<int>(ArgOr(argc, argv, 1, 5));
-  float* d;
-  CHECK(cudaMalloc(&d, 32 * sizeof(float)));
-  CHECK(cudaMemset(d, 0, 32 * sizeof(float)));
-  cudaStream_t s;
-  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  float* d = ZeroedFloats(32);
+  cudaStream_t s = NonBlockingStream();
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   nvtxRangePushA("capture");

@@ -64,11 +64,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: graph_replay [NODES] [LAUNCHES] [steady|recapture] [EAGER]\n");
     return 2;
   }
-  float* d;
-  CHECK(cudaMalloc(&d, 1024 * sizeof(float)));
-  CHECK(cudaMemset(d, 0, 1024 * sizeof(float)));
-  cudaStream_t s;
-  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  float* d = ZeroedFloats(1024);
+  cudaStream_t s = NonBlockingStream();
   cudaEvent_t before, after;
   CHECK(cudaEventCreate(&before));
   CHECK(cudaEventCreate(&after));

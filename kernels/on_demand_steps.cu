@@ -67,11 +67,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: on_demand_steps [STEPS] [KERNELS] [NODES] [STEP_MS]\n");
     return 2;
   }
-  float* d;
-  CHECK(cudaMalloc(&d, 1024 * sizeof(float)));
-  CHECK(cudaMemset(d, 0, 1024 * sizeof(float)));
-  cudaStream_t s;
-  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  float* d = ZeroedFloats(1024);
+  cudaStream_t s = NonBlockingStream();
   cudaGraph_t graph;
   CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   for (long i = 0; i < nodes; ++i) {
