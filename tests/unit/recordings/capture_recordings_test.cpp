@@ -93,3 +93,66 @@ TEST(CaptureRecordings, ProfilerApiWindow) {
   EXPECT_EQ(window->calls, 1u);
   EXPECT_EQ(window->kernels, 100u);
 }
+
+namespace {
+
+std::string OnDemand(const std::string& name) {
+  return std::string(KPROF_BINARY_DIR) + "/on_demand_h200/" + name;
+}
+
+struct WindowView {
+  uint64_t steps = 0, step_kernels = 0, graph_nodes = 0, longest_node_ns = 0;
+};
+
+// What the report of window `k` (0: every window) says of on_demand_steps' steps.
+WindowView View(const kprof::Run& run, uint64_t k) {
+  AnalysisOptions opts;
+  opts.by = GroupBy::RangePath;
+  const Analysis an = Analyze(BuildTimeline(k == 0 ? run : KeepWindow(run, k)), opts);
+  WindowView v;
+  for (const GroupRow& g : an.rows)
+    if (g.key == "step") v.steps = g.calls;
+  for (const KernelRow& r : an.kernels) {
+    if (r.name.rfind("step_kernel(", 0) == 0) v.step_kernels = r.stat.count;
+    if (r.name.rfind("graph_node(", 0) == 0) {
+      v.graph_nodes = r.stat.count;
+      v.longest_node_ns = r.stat.max_ns;
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+// kprof run --on-demand on the H200, three windows asked of the running kernels/on_demand_steps
+// (7 step_kernel and one 1000-node graph a step): 5 steps, 0.2 s, 3 steps. Each step is counted
+// once although kprof's NVTX handlers had CUPTI record the push that opened its window; no graph
+// node lasts long (a window's last graph once took a later launch's end times: about 0.9 us each).
+TEST(CaptureRecordings, OnDemandWindowsHoldTheirStepsExactly) {
+  const kprof::Run run = ReadInputs({OnDemand("steps")});
+  const Counts c = Count(run);
+  EXPECT_EQ(c.windows, 3u);
+  EXPECT_EQ(c.ends.at(CaptureEnd::Steps), 2u);
+  EXPECT_EQ(c.ends.at(CaptureEnd::Duration), 1u);
+  const WindowView w1 = View(run, 1), w2 = View(run, 2), w3 = View(run, 3);
+  EXPECT_EQ(w1.steps, 5u);
+  EXPECT_EQ(w1.step_kernels, 35u);
+  EXPECT_EQ(w1.graph_nodes, 5000u);
+  EXPECT_EQ(w2.step_kernels, 287u);  // 41 steps of the 0.2 s window
+  EXPECT_EQ(w2.graph_nodes, 41000u);
+  EXPECT_EQ(w3.steps, 3u);
+  EXPECT_EQ(w3.step_kernels, 21u);
+  EXPECT_EQ(w3.graph_nodes, 3000u);
+  for (const WindowView& w : {w1, w2, w3}) EXPECT_LT(w.longest_node_ns, 100'000u);
+}
+
+// The same 3 steps taken with --capture nvtx:three (a range around them) report what the
+// on-demand window of 3 steps does.
+TEST(CaptureRecordings, OnDemandStepsReportAsTheSameStepsUnderCapture) {
+  const WindowView od = View(ReadInputs({OnDemand("steps")}), 3);
+  const WindowView cap = View(ReadInputs({OnDemand("capture3")}), 0);
+  EXPECT_EQ(od.steps, 3u);
+  EXPECT_EQ(cap.steps, od.steps);
+  EXPECT_EQ(cap.step_kernels, od.step_kernels);
+  EXPECT_EQ(cap.graph_nodes, od.graph_nodes);
+}
