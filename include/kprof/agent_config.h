@@ -14,9 +14,11 @@
 namespace kprof {
 
 struct AgentConfig {
-  std::string output_dir;             ///< KPROF_OUTPUT_DIR: where the run files go ("." if none)
-  std::string kinds;                  ///< KPROF_KINDS: "kernel,memcpy,...", empty = all
-  std::string graph_trace = "graph";  ///< KPROF_GRAPH_TRACE: graph | node
+  std::string output_dir;  ///< KPROF_OUTPUT_DIR: where the run files go ("." if none)
+  std::string kinds;       ///< KPROF_KINDS: "kernel,memcpy,...", empty = all
+  /// KPROF_GRAPH_TRACE: graph | node | auto (graph-level, unless the process is dormant until a
+  /// window: then per node, since graph-level tracing needs CUPTI before graphs are made)
+  std::string graph_trace = "graph";
   std::string pytorch;  ///< KPROF_PYTORCH: what the PyTorch layer adds (empty: not asked)
   // Capture windows (docs/capture.md).
   std::string capture;  ///< KPROF_CAPTURE: nvtx:NAME | cuda-profiler-api | on-demand; empty = none
@@ -74,10 +76,19 @@ struct DiagnosticKnobs {
   bool device_graphs = true;           ///< KPROF_DEVICE_GRAPHS=0: no device-launched graphs
   bool on_demand_detach = true;  ///< KPROF_ON_DEMAND_DETACH=0: CUPTI stays attached after a window
   bool on_demand_detach_graphs = false;  ///< KPROF_ON_DEMAND_DETACH=force: after graphs too
+  /// KPROF_DORMANT=0: --capture nvtx:NAME attaches CUPTI from the start (as before issue 35)
+  bool dormant_nvtx = true;
   uint64_t buffer_mb = 0;         ///< KPROF_BUFFER_MB (1..256): CUPTI buffer size; 0 = default
   uint64_t device_buffer_mb = 0;  ///< KPROF_DEVICE_BUFFER_MB (1..1024); 0 = default
   uint64_t flush_ms = 0;          ///< KPROF_FLUSH_MS (10 or more); 0 = default
 };
 DiagnosticKnobs ReadDiagnosticKnobs(const std::function<const char*(const char*)>& get);
+
+/// Whether the agent stays dormant, CUPTI not attached, until a window opens, and detaches it
+/// again after (docs/capture.md, "Dormant"): on demand, and for --capture nvtx:NAME, whose
+/// trigger kprof's own NVTX handlers watch, unless a --delay must be timed from the first context,
+/// hardware counters were asked for (they are set up at the start), graph-level tracing was asked
+/// for explicitly (graph_trace "graph": it needs CUPTI from the start), or KPROF_DORMANT=0.
+bool DormantCapture(const AgentConfig& c, const DiagnosticKnobs& k);
 
 }  // namespace kprof

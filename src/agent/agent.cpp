@@ -135,16 +135,16 @@ MetaList StartMeta(const std::string& rank) {
   if (gethostname(host, sizeof(host) - 1) == 0) m.emplace_back("hostname", host);
   m.emplace_back("cmdline", ReadCmdline());
   uint64_t ts = 0;
-  // On demand no CUPTI call is made before a window is asked for (any call attaches CUPTI):
+  // Dormant, no CUPTI call is made before a window opens (any call attaches CUPTI):
   // CLOCK_REALTIME, which is CUPTI's clock on Linux.
-  if (a.on_demand)
+  if (a.dormant)
     ts = ondemand::WallNs();
   else
     KPROF_CUPTI(cuptiGetTimestamp(&ts), "read CUPTI's clock for the run's start time");
   m.emplace_back("start_time_ns", std::to_string(ts));
   m.emplace_back("clock", "cupti");
   uint32_t cupti_version = 0;
-  if (!a.on_demand &&
+  if (!a.dormant &&
       KPROF_CUPTI(cuptiGetVersion(&cupti_version), "read the loaded CUPTI's version")) {
     m.emplace_back("cupti_version", std::to_string(cupti_version));
   }
@@ -189,9 +189,9 @@ bool Subscribe() {
     KPROF_CUPTI(cuptiEnableCallback(1, a.subscriber, CUPTI_CB_DOMAIN_RESOURCE,
                                     CUPTI_CBID_RESOURCE_CONTEXT_CREATED),
                 "watch CUDA contexts being made (the run will not count them)");
-    // (On demand, graphs are recorded per node, their kernels named by their records: the
+    // (Dormant, graphs are recorded per node, their kernels named by their records: the
     // building of graphs is not watched, since graphs are mostly built while CUPTI is off.)
-    if (!a.on_demand) EnableGraphCallbacks(a.subscriber);
+    if (!a.dormant) EnableGraphCallbacks(a.subscriber);
     return true;
   }
   a.subscriber = nullptr;
@@ -228,7 +228,6 @@ int Initialize() {
                  unknown.c_str());
   }
   if (Knobs().buffer_mb != 0) g_buffer_bytes = static_cast<size_t>(Knobs().buffer_mb) << 20;
-  a.graph_level = cfg.graph_trace != "node";
   if (Knobs().flush_ms != 0) a.flush_period_ms = static_cast<int>(Knobs().flush_ms);
   a.pytorch = cfg.pytorch;
   a.self_cost = cfg.self_cost;
@@ -238,10 +237,13 @@ int Initialize() {
       dir + "/kprof." + (rank.empty() ? "" : "rank" + rank + ".") + std::to_string(getpid());
 
   a.on_demand = cfg.capture == "on-demand";
-  // On demand, graphs are recorded per node: graph-level tracing cannot be switched on for a
-  // graph instantiated while it was off (capture.md), and CUPTI is off until a window.
+  a.dormant = DormantCapture(cfg, Knobs());
+  // Dormant, graphs are recorded per node: graph-level tracing cannot be switched on for a
+  // graph instantiated while it was off (capture.md), and CUPTI is off until a window. (An
+  // explicit --graph-trace graph keeps --capture nvtx:NAME attached: DormantCapture.)
+  a.graph_level = cfg.graph_trace == "graph" || (cfg.graph_trace == "auto" && !a.dormant);
   if (a.on_demand) a.graph_level = false;
-  if (!a.on_demand) Subscribe();
+  if (!a.dormant) Subscribe();
 
   // A program that execs another CUDA program keeps its pid: the second image's agent takes the
   // next free name (kprof.PID.1.kprof, ...) and never opens an existing file (O_EXCL).
@@ -268,15 +270,19 @@ int Initialize() {
     ++a.allocated;
   }
 
-  if (a.on_demand) {
-    // Dormant: no CUPTI at all until kprof capture asks (on_demand.cpp).
+  if (a.dormant) {
+    // No CUPTI at all until a window opens: kprof capture asks (on_demand.cpp), or the program
+    // pushes the range of --capture nvtx:NAME (capture_on_demand.cpp).
     MetaList setup;
     ConfigureCapture(cfg, problems, setup);
     StartCapture(nullptr, a.kinds);
-    setup.emplace_back("on_demand", "dormant until kprof capture");
+    setup.emplace_back(a.on_demand ? "on_demand" : "dormant",
+                       a.on_demand ? "dormant until kprof capture" : "until the range");
     a.writer.WriteMeta(setup);
     StartCollecting();
-    if (!StartOnDemand(dir, rank)) a.writer.WriteMeta({{"on_demand_problem", "no control thread"}});
+    if (a.on_demand ? !StartOnDemand(dir, rank) : !StartDormant())
+      a.writer.WriteMeta({{"on_demand_problem", "no control thread"}});
+    if (!a.on_demand) OpenPendingWindow();  // the range began before CUDA did
     return 1;
   }
   a.attached = true;
@@ -365,27 +371,38 @@ kprof::agent::nvtx_shim::CuptiInit CuptiNvtxEntry() {
   return fn;
 }
 
-bool OnDemandRun() {
-  const char* capture = std::getenv("KPROF_CAPTURE");
-  return capture != nullptr && std::strcmp(capture, "on-demand") == 0;
+// What the agent will decide (Initialize), decided alike at the first NVTX call, which may come
+// before CUDA's: 0 attached from the start, 1 on demand, 2 dormant until --capture nvtx:NAME.
+int DormantRun() {
+  static const int kind = [] {
+    std::vector<kprof::ConfigProblem> problems;
+    const kprof::AgentConfig cfg = kprof::ReadAgentConfig(std::getenv, problems);
+    if (!kprof::DormantCapture(cfg, kprof::agent::Knobs())) return 0;
+    return cfg.capture == "on-demand" ? 1 : 2;
+  }();
+  return kind;
 }
 
 }  // namespace
 
 namespace kprof::agent {
 
-bool HandNvtxToCupti() { return !OnDemandRun() || nvtx_shim::HandToCupti(CuptiNvtxEntry()); }
+bool HandNvtxToCupti() { return DormantRun() == 0 || nvtx_shim::HandToCupti(CuptiNvtxEntry()); }
 
 }  // namespace kprof::agent
 
 /// Called by each NVTX instance at its first NVTX call (NVTX_INJECTION64_PATH names this
-/// library). On demand, kprof adopts the instance (nvtx_shim.h: CUPTI gets NVTX only once it is
-/// attached); otherwise it forwards to CUPTI's entry at once.
+/// library). Dormant, kprof adopts the instance (nvtx_shim.h: CUPTI gets NVTX only once it is
+/// attached), and for --capture nvtx:NAME watches it from the start; otherwise it forwards to
+/// CUPTI's entry at once.
 KPROF_EXPORT int InitializeInjectionNvtx2(const void* get_export_table) {
   const auto get = reinterpret_cast<NvtxGetExportTableFunc_t>(get_export_table);
-  if (OnDemandRun()) {
-    kprof::agent::nvtx_shim::SetSink(&kprof::agent::capture::OnDemandNvtx);
-    return kprof::agent::nvtx_shim::Adopt(get);
+  if (const int dormant = DormantRun(); dormant != 0) {
+    namespace shim = kprof::agent::nvtx_shim;
+    shim::SetSink(dormant == 1 ? &kprof::agent::capture::OnDemandNvtx
+                               : &kprof::agent::capture::DormantNvtx);
+    if (dormant == 2) kprof::agent::capture::WatchDormantRange();
+    return shim::Adopt(get);
   }
   const auto fn = CuptiNvtxEntry();
   return fn != nullptr ? fn(get) : 0;

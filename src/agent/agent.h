@@ -45,7 +45,10 @@ struct Agent {
   // CUPTI is attached to the process (on demand, only from a request to the end of its window;
   // otherwise from start-up on). No CUPTI call may be made while it is not: any call attaches it.
   std::atomic<bool> attached{false};
-  bool on_demand = false;              // KPROF_CAPTURE=on-demand (on_demand.cpp)
+  bool on_demand = false;  // KPROF_CAPTURE=on-demand (on_demand.cpp)
+  // CUPTI attached only around the windows (kprof/agent_config.h DormantCapture): on demand, or
+  // --capture nvtx:NAME (its program's threads attach as a window opens, on_demand.cpp detaches).
+  bool dormant = false;
   std::atomic<bool> finishing{false};  // Finish() started (in this process)
   std::atomic<bool> finished{false};   // Finish() ran to its end (or gave up on a stuck writer)
   uint32_t kinds = kKindAll;
@@ -182,11 +185,20 @@ bool AttachCupti(std::string* why);
 bool DetachCupti(int timeout_ms, const std::atomic<bool>& stop, std::string* why);
 /// A detachment still waiting for a synchronization is called off (the process is ending).
 void CancelDetach();
+/// How many times CUPTI was detached so far.
+uint64_t Detachments();
 
 // on_demand.cpp
 /// Starts the control thread of an on-demand run: its presence in RUN_DIR/control, and the
 /// requests of kprof capture. False (with a line on stderr) when the folder cannot be used.
 bool StartOnDemand(const std::string& run_dir, const std::string& rank);
+/// Starts the control thread of a dormant --capture nvtx:NAME run: it detaches CUPTI after each
+/// window and stops kprof's NVTX handlers after the last. False (with a line on stderr) when no
+/// thread could be made (CUPTI then stays attached after a window).
+bool StartDormant();
+/// A window of a dormant run closed: the control thread detaches CUPTI now rather than at its
+/// next look (20 ms).
+void WakeControl();
 /// Stops the control thread (a window it holds open is closed as ended with the process) and
 /// says the process has ended. Idempotent.
 void EndOnDemand();

@@ -31,6 +31,7 @@ namespace {
 std::atomic<bool> g_finalize{false};        // detach at the next synchronization
 std::atomic<bool> g_close_at_sync{false};   // close the window at the next synchronization
 std::atomic<bool> g_graph_launched{false};  // a graph was launched while attached
+std::atomic<uint64_t> g_detachments{0};     // cuptiFinalize calls that succeeded
 std::mutex g_detach_mu;
 std::condition_variable g_detach_cv;  // a detachment or a closing was made
 
@@ -92,6 +93,7 @@ void FinalizeHere() {
       a.subscriber = nullptr;
       a.attached = false;
       g_graph_launched = false;
+      g_detachments.fetch_add(1);
     }
     g_detach_cv.notify_all();
   }
@@ -132,6 +134,8 @@ bool CloseAtSync(int timeout_ms, const std::atomic<bool>& stop) {
   WatchSyncs(false);
   return closed;
 }
+
+uint64_t Detachments() { return g_detachments.load(); }
 
 void CancelDetach() {
   bool cancelled = false;

@@ -39,6 +39,7 @@
 #include "agent/capture_graphs.h"
 #include "agent/capture_internal.h"
 #include "agent/cupti_setup.h"
+#include "agent/nvtx_shim.h"
 #include "kprof/on_demand.h"
 
 namespace kprof::agent {
@@ -46,6 +47,7 @@ namespace capture {
 
 std::atomic<uint64_t> g_nvtx_ranges{0};
 std::atomic<bool> g_window_open{false};
+std::atomic<bool> g_configured{false};
 
 }  // namespace capture
 namespace {
@@ -55,7 +57,6 @@ using namespace capture;  // NOLINT(google-build-using-namespace): this file's o
 Settings g_settings;
 bool g_debug = false;  // KPROF_CAPTURE_DEBUG=1: each window's opening and closing on stderr
 ApiRecords g_api = ApiRecords::Kind;  // KPROF_CAPTURE_API=id: per callback id (diagnosis)
-std::atomic<bool> g_configured{false};
 // Context-making driver calls in flight (kContextCalls), and a switch of CUPTI's kinds in
 // progress: a context call that begins waits for the switch (briefly), a switch that finds a
 // call in flight waits for the call to return. Both sequentially consistent: each side sets its
@@ -367,12 +368,16 @@ bool StartCapture(CUpti_SubscriberHandle subscriber, uint32_t kinds) {
   s.kinds = kinds;
   g_debug = Knobs().capture_debug;
   if (Knobs().capture_api_ids) g_api = ApiRecords::PerId;
-  if (g_settings.trigger == CaptureTrigger::OnDemand) {
-    // Nothing of CUPTI until kprof capture asks (any CUPTI call attaches it): CaptureAttached.
+  if (A().dormant) {
+    // Nothing of CUPTI until a window opens (any CUPTI call attaches it): CaptureAttached.
     g_configured = true;
     WatchGraphWork();
     std::lock_guard<std::mutex> lock(s.mu);
     s.armed = true;
+    // A --duration of nvtx:NAME windows counts from each opening (the timer waits for the first
+    // context, which CaptureAttached finds).
+    if (g_settings.trigger == CaptureTrigger::Nvtx && g_settings.duration_ns > 0)
+      s.timer = std::thread(TimerLoop);
     return true;
   }
   // The API ids are found now, outside any callback, not in the first window on the program's
@@ -484,9 +489,15 @@ void EndCapture() {
   if (deferred != 0)
     a.side_meta.emplace_back("capture_switches_deferred", std::to_string(deferred));
   GraphWorkMeta(a.side_meta);
+  // Dormant, how many times CUPTI was attached (once per window, unless it stayed attached).
+  if (a.dormant)
+    a.side_meta.emplace_back("cupti_attachments", std::to_string(g_attachments.load()));
+  if (g_attach_ns_max.load() != 0)
+    a.side_meta.emplace_back("cupti_attach_max_us", std::to_string(g_attach_ns_max.load() / 1000));
   if (g_settings.trigger == CaptureTrigger::Nvtx) {
     a.side_meta.emplace_back("capture_range_seen", std::to_string(seen));
-    a.side_meta.emplace_back("capture_nvtx_ranges", std::to_string(g_nvtx_ranges.load()));
+    a.side_meta.emplace_back("capture_nvtx_ranges",
+                             std::to_string(g_nvtx_ranges.load() + nvtx_shim::Unwatched()));
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include <cupti.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -67,8 +68,18 @@ struct WindowStatus {
   uint64_t windows = 0;  // opened so far in this process
   uint64_t steps_done = 0;
   uint64_t opened_wall_ns = 0, closed_wall_ns = 0;  // the last window's (WallNs)
+  bool ended = false;                               // every window asked for was recorded
 };
 WindowStatus CaptureStatus();
+
+// Dormant --capture nvtx:NAME (DormantCapture): the program's thread that pushes the range
+// attaches CUPTI and opens the window (capture::DormantNvtx); the control thread detaches after.
+/// A range pushed before CUDA started (before the agent did) opens its window now: CUPTI is
+/// attached inside cuInit, as a whole-process run subscribes.
+void OpenPendingWindow();
+/// CUPTI is to be detached after a window (DetachCupti: at the program's next synchronization,
+/// unless a window opens first); false when a window is open. `why` says why CUPTI stays.
+bool DetachAfterWindow(const std::atomic<bool>& stop, std::string* why);
 
 /// Ends the windows at the end of collection: an open one is recorded as ended with the process;
 /// the timer stops; the number of windows and the NVTX ranges seen go to the meta. Idempotent.

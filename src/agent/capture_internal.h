@@ -105,6 +105,16 @@ void SetOwner(State& s, const NvtxEvent& push);
 bool OwnerReturned(const State& s, const NvtxEvent& pop);
 /// The NVTX callbacks of an on-demand run (capture_on_demand.cpp).
 void OnDemandNvtx(const NvtxEvent& e);
+/// Those of a dormant --capture nvtx:NAME run: the range's push attaches CUPTI and opens the
+/// window, its pop closes it (capture_on_demand.cpp).
+void DormantNvtx(const NvtxEvent& e);
+/// kprof's NVTX handlers watch the range of a dormant --capture nvtx:NAME from the program's first
+/// NVTX call (only its own pushes reach DormantNvtx until CUPTI is attached).
+void WatchDormantRange();
+/// The longest a program's thread waited for CUPTI to attach at a dormant window's push.
+extern std::atomic<uint64_t> g_attach_ns_max;
+/// StartCapture has run: the windows can open.
+extern std::atomic<bool> g_configured;
 /// Every NVTX callback id the windows watch.
 extern const CUpti_CallbackId kNvtxIds[11];
 

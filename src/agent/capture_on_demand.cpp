@@ -4,6 +4,10 @@
 #include <cupti.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -23,6 +27,22 @@ using namespace capture;  // NOLINT(google-build-using-namespace): the windows' 
 constexpr size_t kStepsKept = 8;
 // A step range is watched: the NVTX events are compared by name (else only depths count).
 std::atomic<bool> g_watching_steps{false};
+
+// Dormant --capture nvtx:NAME: one attachment at a time, by the programs' threads opening a
+// window or the control thread detaching after one (lock order: this, then the state's).
+std::mutex g_attach_mu;
+// CUPTI is being attached inside cuInit (OpenPendingWindow): no context can exist yet, and no
+// driver call is made to look for one.
+thread_local bool t_in_cuinit = false;
+// The range's begin that came before the agent started (with the state's mutex).
+struct Pending {
+  bool set = false;
+  uint32_t thread = 0;
+  const void* domain = nullptr;
+  int depth = -1;
+  uint64_t range_id = 0;  // a start/end range's
+};
+Pending g_pending;
 
 }  // namespace
 
@@ -51,10 +71,11 @@ void CaptureAttached(CUpti_SubscriberHandle subscriber) {
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
   // (a window opened now may switch at once)
-  if (!s.context_ready && ActivePrimaryContext(nullptr)) {
+  if (!s.context_ready && !t_in_cuinit && ActivePrimaryContext(nullptr)) {
     s.context_ready = true;
     s.context_ns = Now();
     s.context_at = std::chrono::steady_clock::now();
+    s.cv.notify_all();  // the timer of a --duration
   }
 }
 
@@ -115,7 +136,70 @@ WindowStatus CaptureStatus() {
   w.steps_done = s.steps_done;
   w.opened_wall_ns = s.opened_wall;
   w.closed_wall_ns = s.closed_wall;
+  w.ended = s.ended;
   return w;
+}
+
+namespace {
+
+// Attaches CUPTI for a window a program's thread opens (g_attach_mu held); a refusal is said once.
+bool AttachForWindow() {
+  std::string why;
+  if (AttachCupti(&why)) return true;
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::fprintf(stderr, "kprof agent: no window: CUPTI could not be attached: %s\n", why.c_str());
+    Agent& a = A();
+    std::lock_guard<std::mutex> lock(a.side_mu);
+    a.side_meta.emplace_back("capture_problem", "CUPTI could not be attached: " + why);
+  });
+  return false;
+}
+
+// The range of --capture nvtx:NAME, as the environment names it (the agent's configuration reads
+// the same; a push may come before the agent has started): null until first asked.
+std::atomic<const char*> g_range_text{nullptr};
+const char* RangeText() {
+  if (const char* r = g_range_text.load(std::memory_order_acquire)) return r;
+  static const std::string range = [] {
+    const char* c = std::getenv("KPROF_CAPTURE");
+    return c != nullptr && std::strncmp(c, "nvtx:", 5) == 0 ? std::string(c + 5) : std::string();
+  }();
+  g_range_text.store(range.c_str(), std::memory_order_release);
+  return range.c_str();
+}
+
+}  // namespace
+
+void OpenPendingWindow() {
+  State& s = S();
+  Pending p;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    p = g_pending;
+    g_pending = {};
+  }
+  if (!p.set) return;
+  std::lock_guard<std::mutex> attach(g_attach_mu);
+  t_in_cuinit = true;
+  const bool attached = AttachForWindow();
+  t_in_cuinit = false;
+  if (!attached || !nvtx_shim::Forwarding()) return;
+  std::lock_guard<std::mutex> lock(s.mu);
+  Open(s, CaptureTrigger::Nvtx, Config().range);
+  if (!s.open) return;
+  s.owner_thread = p.thread;
+  s.owner_domain = p.domain;
+  s.owner_depth = p.depth;
+  s.owner_range_id = p.range_id;
+}
+
+bool DetachAfterWindow(const std::atomic<bool>& stop, std::string* why) {
+  std::lock_guard<std::mutex> attach(g_attach_mu);
+  if (CaptureStatus().open) return false;
+  // (Not waited for here: a program's thread may want to attach for its next window meanwhile.)
+  DetachCupti(0, stop, why);
+  return true;
 }
 
 namespace capture {
@@ -143,6 +227,90 @@ void OnDemandNvtx(const NvtxEvent& e) {
         ++s.steps_done >= s.steps_wanted)
       Close(s, CaptureEnd::Steps);
   }
+}
+
+// The range's push (or start) opens a window: CUPTI is attached first, on the program's thread,
+// and gets the push after this (nvtx_shim.h). Its pop (or end) closes the window; the control
+// thread detaches CUPTI after (on_demand.cpp, StartDormant).
+std::atomic<uint64_t> g_attach_ns_max{0};
+
+namespace {
+
+// The range's push or start: CUPTI attached, the window opened (or noted for the agent's start).
+__attribute__((noinline)) void DormantBegin(const NvtxEvent& e) {
+  State& s = S();
+  const bool start = e.kind == NvtxEvent::Kind::Start;
+  // Start/end ranges are matched by the id NVTX returns: without it, none can close.
+  if (start && e.started == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    ++s.nvtx_seen;
+    if (!g_configured.load()) {  // before CUDA: the agent opens it as it starts
+      if (!g_pending.set)
+        g_pending = {true, CuptiThreadId(), e.domain, start ? -1 : e.depth,
+                     start ? *static_cast<const nvtxRangeId_t*>(e.started) : 0};
+      return;
+    }
+    if (!s.armed || s.open || s.ended) return;
+  }
+  std::lock_guard<std::mutex> attach(g_attach_mu);
+  const bool was_attached = A().attached;
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool attached = AttachForWindow();
+  if (!was_attached && attached) {  // the program's thread waited this long
+    const auto ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count());
+    if (ns > g_attach_ns_max.load()) g_attach_ns_max.store(ns);
+  }
+  // (A window needs NVTX at CUPTI too: kprof's handlers keep depths, and give pops, only then.)
+  if (!attached || !nvtx_shim::Forwarding()) return;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.open) return;  // another thread's push opened it meanwhile
+  Open(s, CaptureTrigger::Nvtx, Config().range);
+  if (!s.open) return;
+  if (start)
+    s.owner_range_id = *static_cast<const nvtxRangeId_t*>(e.started);
+  else
+    SetOwner(s, e);
+}
+
+// A pop or end while a window is open: the window's own closes it.
+__attribute__((noinline)) void DormantEnd(const NvtxEvent& e) {
+  State& s = S();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!(e.kind == NvtxEvent::Kind::Pop ? OwnerReturned(s, e)
+                                         : (e.kind == NvtxEvent::Kind::End && s.open &&
+                                            s.owner_range_id != 0 && s.owner_range_id == e.end_id)))
+      return;
+    Close(s, CaptureEnd::RangeEnded);
+  }
+  WakeControl();  // CUPTI detached at the program's next synchronization
+}
+
+}  // namespace
+
+void WatchDormantRange() {
+  // Not attached, only the range's own pushes reach DormantNvtx (the others cost a comparison
+  // of their first character in kprof's handler, nvtx_shim.h).
+  nvtx_shim::OnlyNamed(RangeText());
+  nvtx_shim::Watch(true);
+}
+
+// The pushes of the range (and, attached, every push, pop, start and end) come here.
+void DormantNvtx(const NvtxEvent& e) {
+  if (e.kind == NvtxEvent::Kind::Push || e.kind == NvtxEvent::Kind::Start) {
+    // (Counted without a locked instruction; threads pushing at once may lose a count.)
+    g_nvtx_ranges.store(g_nvtx_ranges.load(std::memory_order_relaxed) + 1,
+                        std::memory_order_relaxed);
+    const char* m = e.message;
+    const char* r = RangeText();
+    if (m == nullptr || r[0] == '\0' || m[0] != r[0] || std::strcmp(m, r) != 0) return;
+    DormantBegin(e);
+    return;
+  }
+  if (g_window_open.load(std::memory_order_relaxed)) DormantEnd(e);
 }
 
 }  // namespace capture

@@ -58,9 +58,15 @@ std::vector<std::pair<Domain*, std::pair<uint32_t, std::string>>> g_categories;
 std::vector<std::pair<uint32_t, std::string>> g_threads;
 
 std::atomic<Sink> g_sink{nullptr};
+// Not attached, only pushes and starts of this name reach the sink (null: all); the others are
+// counted (without a locked instruction: threads pushing at once may lose a count).
+std::atomic<const char*> g_name{nullptr};
+std::atomic<uint64_t> g_unwatched{0};
 std::atomic<bool> g_watch{false};
 std::atomic<bool> g_forward{false};
-std::atomic<uint64_t> g_generation{1};  // a new one at each hand-over: depths start again
+// Depths are kept while CUPTI gets the calls (a window is open only then); each thread's start
+// again at each hand-over (a CUPTI given NVTX anew saw none of the ranges open before).
+std::atomic<uint64_t> g_generation{1};
 std::atomic<uint64_t> g_own_ids{0};
 bool g_cupti_initialised = false;
 
@@ -79,7 +85,8 @@ bool Forward() { return g_forward.load(std::memory_order_acquire); }
 
 // ---------------------------------------------------------------------------------------------
 // Each thread's push depth per domain since the last hand-over (null: the default domain), and
-// how many of those pushes went to CUPTI.
+// how many of those pushes went to CUPTI. Kept only while forwarding: a watched range before
+// costs a push its name's comparison (the sink's) and a pop nothing.
 struct Depth {
   const void* domain;
   int depth;
@@ -88,21 +95,37 @@ struct Depth {
 // (plain arrays: no destructor runs at the thread's exit, when NVTX may still be called; a thread
 // with more domains shares the last entry between them)
 constexpr int kDomainsPerThread = 16;
-thread_local Depth t_depths[kDomainsPerThread];
-thread_local int t_domains = 0;
-thread_local uint64_t t_generation = 0;
+// One thread-local object, reached once per call: in a library loaded by dlopen each thread-local
+// variable costs a __tls_get_addr call (four of them per push and pop made the pair 110 ns).
+struct ThreadDepths {
+  Depth depths[kDomainsPerThread];
+  int domains;
+  uint64_t generation;
+};
+thread_local ThreadDepths t_thread;
 
 Depth& DepthOf(const void* domain) {
+  // (The atomic first: GCC takes the thread-local's address again after one.)
   const uint64_t g = g_generation.load(std::memory_order_relaxed);
-  if (t_generation != g) {
-    t_domains = 0;
-    t_generation = g;
+  ThreadDepths& t = t_thread;
+  if (t.generation != g) {
+    t.domains = 0;
+    t.generation = g;
   }
-  for (int i = 0; i < t_domains; ++i)
-    if (t_depths[i].domain == domain) return t_depths[i];
-  if (t_domains == kDomainsPerThread) return t_depths[kDomainsPerThread - 1];
-  t_depths[t_domains] = {domain, 0, 0};
-  return t_depths[t_domains++];
+  for (int i = 0; i < t.domains; ++i)
+    if (t.depths[i].domain == domain) return t.depths[i];
+  if (t.domains == kDomainsPerThread) return t.depths[kDomainsPerThread - 1];
+  t.depths[t.domains] = {domain, 0, 0};
+  return t.depths[t.domains++];
+}
+
+// Whether a push or start of `text`, not attached, goes to the sink (else it is counted).
+inline __attribute__((always_inline)) bool Named(const char* text) {
+  const char* name = g_name.load(std::memory_order_relaxed);
+  if (name == nullptr || (text != nullptr && text[0] == name[0] && std::strcmp(text, name) == 0))
+    return true;
+  g_unwatched.store(g_unwatched.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  return false;
 }
 
 void Give(const NvtxEvent& e) {
@@ -172,35 +195,51 @@ const nvtxEventAttributes_t* ForCupti(const nvtxEventAttributes_t* a, nvtxEventA
 // Pushes, pops, starts, ends and marks (the hot slots).
 
 int Push(const void* domain, const char* text) {
-  Depth& d = DepthOf(domain);
   NvtxEvent e;
   e.kind = NvtxEvent::Kind::Push;
   e.message = text;
   e.domain = domain;
+  if (!Forward()) {  // (its handler has turned away the pushes not watched: Named)
+    // Depths count from the hand-over: a push whose sink made it (a window opening) is the first.
+    e.depth = 0;
+    Give(e);
+    if (!Forward()) return NVTX_NO_PUSH_POP_TRACKING;  // what NVTX answers without a tool
+    ++DepthOf(domain).depth;
+    return 0;
+  }
+  Depth& d = DepthOf(domain);
   e.depth = d.depth++;
   Give(e);
   return e.depth;
 }
 // After a push went to CUPTI.
 void Forwarded(const void* domain) { ++DepthOf(domain).forwarded; }
-// A pop: kprof's depth back by one; whether it goes to CUPTI (its push did). The event is given
-// after CUPTI has had the pop (GivePop): a window that closes at it keeps the range's end.
-bool Pop(const void* domain) {
+// A pop: kprof's depth back by one (the depth before and after); whether it goes to CUPTI (its
+// push did). The event is given after CUPTI has had the pop (GivePop): a window that closes at it
+// keeps the range's end.
+struct Popped {
+  int before, after;
+  bool forward;
+};
+Popped Pop(const void* domain) {
   Depth& d = DepthOf(domain);
+  const int before = d.depth;
   if (d.depth > 0) --d.depth;
   // The forwarded pushes are the newest on the stack: the pop ends one of them while any is left.
   const bool forward = d.forwarded > 0;
   if (forward) --d.forwarded;
-  return forward && Forward();
+  return {before, d.depth, forward && Forward()};
 }
-void GivePop(const void* domain) {
+int GivePop(const void* domain, const Popped& p) {
   NvtxEvent e;
   e.kind = NvtxEvent::Kind::Pop;
   e.domain = domain;
-  e.depth = DepthOf(domain).depth;
+  e.depth = p.after;
   Give(e);
+  return p.before > 0 ? p.before - 1 : -1;
 }
 void Start(const void* domain, const char* text, const nvtxRangeId_t* id) {
+  if (!Forward() && !Named(text)) return;
   NvtxEvent e;
   e.kind = NvtxEvent::Kind::Start;
   e.message = text;
@@ -217,7 +256,10 @@ void End(nvtxRangeId_t id) {
 nvtxRangeId_t OwnId() { return kOwnRange | g_own_ids.fetch_add(1, std::memory_order_relaxed); }
 bool CuptiRange(nvtxRangeId_t id) { return id != 0 && (id & kOwnRange) == 0; }
 
+// (Each push handler turns an unwatched push away first, without a call: NVTX's call of the
+// handler is then all it costs.)
 int PushA(const char* m) {
+  if (!Forward() && !Named(m)) return NVTX_NO_PUSH_POP_TRACKING;
   const int depth = Push(nullptr, m);
   if (Forward()) {
     Call<int, const char*>(g_c_core[NVTX_CBID_CORE_RangePushA], m);
@@ -226,6 +268,7 @@ int PushA(const char* m) {
   return depth;
 }
 int PushW(const wchar_t* m) {
+  if (!Forward() && !Named(nullptr)) return NVTX_NO_PUSH_POP_TRACKING;
   const int depth = Push(nullptr, nullptr);
   if (Forward()) {
     Call<int, const wchar_t*>(g_c_core[NVTX_CBID_CORE_RangePushW], m);
@@ -234,6 +277,7 @@ int PushW(const wchar_t* m) {
   return depth;
 }
 int PushEx(const nvtxEventAttributes_t* a) {
+  if (!Forward() && !Named(Text(a))) return NVTX_NO_PUSH_POP_TRACKING;
   const int depth = Push(nullptr, Text(a));
   if (Forward()) {
     nvtxEventAttributes_t copy;
@@ -244,12 +288,13 @@ int PushEx(const nvtxEventAttributes_t* a) {
   return depth;
 }
 int PopDefault() {
-  const int depth = DepthOf(nullptr).depth;
-  if (Pop(nullptr)) Call<int>(g_c_core[NVTX_CBID_CORE_RangePop]);
-  GivePop(nullptr);
-  return depth > 0 ? depth - 1 : -1;
+  if (!Forward()) return NVTX_NO_PUSH_POP_TRACKING;
+  const Popped p = Pop(nullptr);
+  if (p.forward) Call<int>(g_c_core[NVTX_CBID_CORE_RangePop]);
+  return GivePop(nullptr, p);
 }
 int DomainPush(nvtxDomainHandle_t dom, const nvtxEventAttributes_t* a) {
+  if (!Forward() && !Named(Text(a))) return NVTX_NO_PUSH_POP_TRACKING;
   const int depth = Push(dom, Text(a));
   if (Forward()) {
     nvtxEventAttributes_t copy;
@@ -261,11 +306,11 @@ int DomainPush(nvtxDomainHandle_t dom, const nvtxEventAttributes_t* a) {
   return depth;
 }
 int DomainPop(nvtxDomainHandle_t dom) {
-  const int depth = DepthOf(dom).depth;
-  if (Pop(dom))
+  if (!Forward()) return NVTX_NO_PUSH_POP_TRACKING;
+  const Popped p = Pop(dom);
+  if (p.forward)
     Call<int, nvtxDomainHandle_t>(g_c_core2[NVTX_CBID_CORE2_DomainRangePop], CuptiDomain(dom));
-  GivePop(dom);
-  return depth > 0 ? depth - 1 : -1;
+  return GivePop(dom, p);
 }
 
 nvtxRangeId_t StartA(const char* m) {
@@ -503,6 +548,10 @@ int Adopt(NvtxGetExportTableFunc_t get) {
 
 void SetSink(Sink sink) { g_sink.store(sink, std::memory_order_release); }
 
+void OnlyNamed(const char* name) { g_name.store(name, std::memory_order_release); }
+
+uint64_t Unwatched() { return g_unwatched.load(); }
+
 void Watch(bool on) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_watch = on;
@@ -520,7 +569,7 @@ bool HandToCupti(CuptiInit init) {
     }
     g_generation.fetch_add(1);
     g_forward.store(true, std::memory_order_release);
-    FillHot(true);
+    FillHot(Hot());
     FillNaming(true);
     categories.swap(g_categories);
     threads.swap(g_threads);

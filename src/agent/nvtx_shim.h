@@ -1,13 +1,16 @@
-// kprof's own NVTX injection for on-demand runs (docs/capture.md "On demand"). NVTX hands its
+// kprof's own NVTX injection for dormant runs (on demand, and --capture nvtx:NAME; docs/capture.md
+// "On demand" and "Dormant"). NVTX hands its
 // calls to one injection library per process; handing them to CUPTI's initialises CUPTI, and an
 // initialised CUPTI costs every graph launch (H200: a 1000-node launch 200-400 us instead of
 // 3 us) while nothing is recorded. So each NVTX instance of the program is adopted by kprof:
 //   - dormant, nothing watched: the hot slots (push, pop, start, end, mark) are empty, and NVTX
 //     calls cost what they cost without a tool;
-//   - a step range watched or a window attached: kprof's handlers fill the hot slots, keep each
-//     thread's depth per domain and give pushes, pops, starts and ends to the sink (the windows);
-//   - attached: the handlers also call CUPTI's, which CUPTI's NVTX initialisation filled into
-//     kprof's own tables (HandToCupti) when CUPTI was attached.
+//   - a range watched, not attached: kprof's handlers fill the hot slots and give pushes and
+//     starts to the sink (which compares their names); pops cost nothing (no window can be open);
+//   - attached: the handlers keep each thread's depth per domain (from the hand-over on), give
+//     pushes, pops, starts and ends to the sink (the windows) and call CUPTI's, which CUPTI's NVTX
+//     initialisation filled into kprof's own tables (HandToCupti) when CUPTI was attached. A push
+//     whose sink attached CUPTI (a window opening) is the first of its thread's depths.
 // Domains and registered strings are kprof's handles from the start (the slots that make them
 // are always filled); CUPTI gets its own for each, made when a call forwarded first needs it.
 // A pop is forwarded only when its push was; a range started before forwarding ends unforwarded.
@@ -33,6 +36,11 @@ int Adopt(NvtxGetExportTableFunc_t get);
 void SetSink(Sink sink);
 /// kprof's handlers in the hot slots (on) or the slots empty again (off, unless forwarding).
 void Watch(bool on);
+/// Not forwarding, only pushes and starts named `name` reach the sink (null: all); the others
+/// are only counted (Unwatched). `name` must outlive the shim.
+void OnlyNamed(const char* name);
+/// Pushes and starts kept from the sink by OnlyNamed so far (approximately, under threads).
+uint64_t Unwatched();
 /// From now CUPTI gets the calls too: its NVTX initialisation runs once (filling kprof's tables),
 /// and CUDA's and the runtime's naming calls go straight to it. False when CUPTI refused.
 bool HandToCupti(CuptiInit init);

@@ -21,6 +21,7 @@
 
 #include "agent/agent.h"
 #include "agent/capture.h"
+#include "agent/nvtx_shim.h"
 
 namespace kprof::agent {
 namespace {
@@ -45,6 +46,7 @@ struct Control {
   std::mutex mu;
   std::condition_variable cv;
   std::atomic<bool> stop{false};
+  bool wake = false;  // (mu) a window closed: the dormant loop looks at once
   bool started = false;
 };
 Control& C() {
@@ -54,6 +56,7 @@ Control& C() {
 
 void SetState(const char* state) {
   Control& c = C();
+  if (c.dir.empty()) return;  // a dormant --capture nvtx:NAME run: kprof capture has no part
   c.presence.state = state;
   c.presence.windows = CaptureStatus().windows;
   std::string why;
@@ -62,11 +65,13 @@ void SetState(const char* state) {
     std::fprintf(stderr, "kprof agent: on demand: %s\n", why.c_str());
 }
 
-// Sleeps `d` unless the control thread is stopped (then false).
+// Sleeps `d` unless the control thread is stopped (then false) or woken (WakeControl).
 bool Sleep(milliseconds d) {
   Control& c = C();
   std::unique_lock<std::mutex> lock(c.mu);
-  return !c.cv.wait_for(lock, d, [&] { return c.stop.load(); });
+  c.cv.wait_for(lock, d, [&] { return c.stop.load() || c.wake; });
+  c.wake = false;
+  return !c.stop.load();
 }
 
 std::string File(uint64_t id, const char* what) {
@@ -228,7 +233,55 @@ void Loop() {
   } while (Sleep(kPoll));
 }
 
+// A dormant --capture nvtx:NAME run: the program's threads attach CUPTI as a window opens
+// (capture_on_demand.cpp); this thread detaches it once the window has closed (at the program's
+// next synchronization: attach.cpp), and after the last window stops kprof's NVTX handlers.
+void DormantLoop() {
+  BlockSignalsInThisThread();
+  Control& c = C();
+  uint64_t handled = 0;  // windows after which detaching was asked for
+  bool watching = true;
+  do {
+    const WindowStatus st = CaptureStatus();
+    if (watching && st.ended && !st.open) {
+      nvtx_shim::Watch(false);  // (the handlers stay while CUPTI gets NVTX: nvtx_shim.h)
+      watching = false;
+    }
+    if (st.open || st.windows == handled) continue;
+    if (!A().attached || !Knobs().on_demand_detach) {
+      handled = st.windows;
+      continue;
+    }
+    std::string stays;
+    if (!DetachAfterWindow(c.stop, &stays)) continue;  // the next window is open already
+    if (!stays.empty()) NoteStaysAttached(stays);
+    handled = st.windows;
+  } while (Sleep(kPoll));
+}
+
+// Starts the control thread running `loop`; false (with a line on stderr) when none was made.
+bool StartThread(void (*loop)(), const char* what) {
+  Control& c = C();
+  try {
+    c.thread = std::thread(loop);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kprof agent: %s: no control thread: %s\n", what, e.what());
+    return false;
+  }
+  c.started = true;
+  return true;
+}
+
 }  // namespace
+
+void WakeControl() {
+  Control& c = C();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.wake = true;
+  c.cv.notify_all();
+}
+
+bool StartDormant() { return StartThread(DormantLoop, "dormant capture"); }
 
 bool StartOnDemand(const std::string& run_dir, const std::string& rank) {
   Control& c = C();
@@ -236,14 +289,7 @@ bool StartOnDemand(const std::string& run_dir, const std::string& rank) {
   ::mkdir(c.dir.c_str(), 0755);  // made by kprof run; EEXIST is fine
   c.presence.pid = static_cast<uint64_t>(getpid());
   c.presence.rank = rank;
-  try {
-    c.thread = std::thread(Loop);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "kprof agent: on demand: no control thread: %s\n", e.what());
-    return false;
-  }
-  c.started = true;
-  return true;
+  return StartThread(Loop, "on demand");
 }
 
 void EndOnDemand() {
@@ -260,6 +306,11 @@ void EndOnDemand() {
       c.thread.join();
   }
   CancelDetach();
+  {
+    Agent& a = A();
+    std::lock_guard<std::mutex> lock(a.side_mu);
+    a.side_meta.emplace_back("cupti_detachments", std::to_string(Detachments()));
+  }
   SetState("ended");
 }
 

@@ -115,7 +115,9 @@ std::optional<int> ParseRunRequest(const std::vector<std::string>& args, RunRequ
          "0.1-0.2 ms of host time under kprof on an H100/H200, 2-7 us without); node = "
          "every kernel, copy and memset inside graphs, attributed to the op that "
          "captured it (0.94 ms of host time for such a launch on an H100; docs/benchmarks.md, "
-         "\"CUDA graphs\")")
+         "\"CUDA graphs\"). Default: graph, or node in a process dormant until its window "
+         "(--capture nvtx:NAME, --on-demand); graph given here keeps --capture nvtx:NAME "
+         "attached from the start")
       ->check(CLI::IsMember({"graph", "node"}));
   app.add_option("--pytorch", r.pytorch,
                  "Python programs that import torch: auto = an NVTX range per aten op and per "

@@ -16,7 +16,8 @@ namespace kprof::cli {
 struct RunRequest {
   std::vector<std::string> program;  ///< PROGRAM ARGS...
   std::string out_dir;               ///< -o (default runs/<date-time>)
-  std::string kinds, graph_trace = "graph", pytorch = "auto";
+  // graph_trace "auto" (no --graph-trace): graph-level, or per node in a dormant process
+  std::string kinds, graph_trace = "auto", pytorch = "auto";
   std::string calibrate = "auto";  ///< --calibrate: kprof's own cost per event (cli/calibrate.h)
   int repeat = 1;
   bool quiet = false, force = false;
@@ -30,7 +31,7 @@ struct RunRequest {
   uint64_t capture_count = 1;
   double delay_s = 0, duration_s = 0;
   bool on_demand = false;  ///< --on-demand: dormant until kprof capture (docs/capture.md)
-  ViewOptions view;  ///< the report's options
+  ViewOptions view;        ///< the report's options
 };
 
 /// Parses and checks kprof run's arguments (options, "--", the program) and the places of its

@@ -80,10 +80,11 @@ AgentConfig ReadAgentConfig(const Get& get, std::vector<ConfigProblem>& problems
   c.output_dir = Value(get, "KPROF_OUTPUT_DIR");
   c.kinds = Value(get, "KPROF_KINDS");
   c.pytorch = Value(get, "KPROF_PYTORCH");
-  if (const std::string g = Value(get, "KPROF_GRAPH_TRACE"); g == "graph" || g == "node")
+  if (const std::string g = Value(get, "KPROF_GRAPH_TRACE");
+      g == "graph" || g == "node" || g == "auto")
     c.graph_trace = g;
   else if (!g.empty())
-    problems.push_back({"agent", "ignoring KPROF_GRAPH_TRACE=" + g + " (graph|node)"});
+    problems.push_back({"agent", "ignoring KPROF_GRAPH_TRACE=" + g + " (graph|node|auto)"});
   // Capture windows: a bad value disables them (the whole process is recorded).
   for (auto [name, field] :
        {std::pair{"KPROF_DELAY_MS", &c.delay_ms}, std::pair{"KPROF_DURATION_MS", &c.duration_ms}}) {
@@ -152,6 +153,7 @@ DiagnosticKnobs ReadDiagnosticKnobs(const Get& get) {
   k.device_graphs = !is("KPROF_DEVICE_GRAPHS", "0");
   k.on_demand_detach = !is("KPROF_ON_DEMAND_DETACH", "0");
   k.on_demand_detach_graphs = is("KPROF_ON_DEMAND_DETACH", "force");
+  k.dormant_nvtx = !is("KPROF_DORMANT", "0");
   if (const char* v = get("KPROF_BUFFER_MB"); v != nullptr && *v != '\0') {
     const long mb = std::atol(v);
     if (mb >= 1 && mb <= 256) k.buffer_mb = static_cast<uint64_t>(mb);
@@ -163,6 +165,12 @@ DiagnosticKnobs ReadDiagnosticKnobs(const Get& get) {
   if (const char* v = get("KPROF_FLUSH_MS"); v != nullptr && *v != '\0')
     k.flush_ms = static_cast<uint64_t>(std::max(10, std::atoi(v)));
   return k;
+}
+
+bool DormantCapture(const AgentConfig& c, const DiagnosticKnobs& k) {
+  if (c.capture == "on-demand") return true;
+  return c.capture.rfind("nvtx:", 0) == 0 && k.dormant_nvtx && c.delay_ms == 0 && !c.replay &&
+         !c.sampled && c.graph_trace != "graph";
 }
 
 }  // namespace kprof

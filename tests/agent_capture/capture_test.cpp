@@ -27,6 +27,7 @@
 #include "agent/agent.h"
 #include "agent/capture_graphs.h"
 #include "agent/capture_internal.h"
+#include "agent/nvtx_shim.h"
 #include "gtest/gtest.h"
 #include "kprof/on_demand.h"
 
@@ -38,6 +39,7 @@ int g_enables = 0, g_disables = 0;  // EnableActivityKinds / DisableActivityKind
 int g_flushes_before_disable = 0;   // cuptiActivityFlushAll calls made before a disable
 int g_flushes = 0;
 std::vector<CUpti_CallbackId> g_nvtx_callbacks, g_api_callbacks, g_resource_callbacks;
+int g_attaches = 0, g_detaches = 0;  // AttachCupti (when detached) / DetachCupti calls
 
 }  // namespace
 
@@ -58,6 +60,25 @@ bool EnableActivityKinds(uint32_t, int* enabled_api, ApiRecords) {
   return true;
 }
 size_t PrepareApiRecords() { return 0; }
+// CUPTI attached and detached (attach.cpp): what the windows see of it, NVTX handed to CUPTI
+// (a CUPTI whose NVTX initialisation takes nothing) and taken back.
+int FakeCuptiNvtxInit(NvtxGetExportTableFunc_t) { return 1; }
+void WakeControl() {}
+bool AttachCupti(std::string*) {
+  if (A().attached) return true;
+  ++g_attaches;
+  A().attached = true;
+  nvtx_shim::HandToCupti(&FakeCuptiNvtxInit);
+  CaptureAttached(reinterpret_cast<CUpti_SubscriberHandle>(0x1));
+  return true;
+}
+bool DetachCupti(int, const std::atomic<bool>&, std::string*) {
+  ++g_detaches;
+  A().attached = false;
+  nvtx_shim::TakeBack(true);
+  CaptureDetached();
+  return true;
+}
 void DisableActivityKinds(uint32_t, ApiRecords) {
   std::lock_guard<std::mutex> lock(g_mu);
   ++g_disables;
@@ -158,6 +179,23 @@ void OnDemandPop() {
   nvtxRangePop_params p{};
   CUpti_NvtxData d{"nvtxRangePop", &p, nullptr};
   capture::OnDemandNvtx(capture::DecodeNvtx(CUPTI_CBID_NVTX_nvtxRangePop, d));
+}
+// A dormant --capture nvtx:NAME run: the events kprof's NVTX handlers give its sink, with their
+// depths per thread (nvtx_shim.h: kept across attachments while the range is watched).
+thread_local int t_dormant_depth = 0;
+void DormantPush(const char* name) {
+  capture::NvtxEvent e;
+  e.kind = capture::NvtxEvent::Kind::Push;
+  e.message = name;
+  e.depth = t_dormant_depth++;
+  capture::DormantNvtx(e);
+}
+void DormantPop() {
+  capture::NvtxEvent e;
+  e.kind = capture::NvtxEvent::Kind::Pop;
+  if (t_dormant_depth > 0) --t_dormant_depth;
+  e.depth = t_dormant_depth;
+  capture::DormantNvtx(e);
 }
 void ProfilerApi(bool start, CUpti_ApiCallbackSite site) {
   CUpti_CallbackData cb{};
@@ -626,6 +664,7 @@ TEST(CaptureWindows, EveryRecordWithoutWindows) {
 TEST(CaptureWindows, OnDemandWindowsOpenForTheControlThreadAndCountSteps) {
   InChild([] {
     Setenv("KPROF_CAPTURE", "on-demand");
+    A().dormant = true;
     ASSERT_TRUE(Start());
     EXPECT_TRUE(g_nvtx_callbacks.empty());  // dormant: no callback enabled at start
     EXPECT_TRUE(g_api_callbacks.empty());
@@ -692,5 +731,89 @@ TEST(CaptureWindows, OnDemandWindowsOpenForTheControlThreadAndCountSteps) {
     EXPECT_EQ(w[1].name, "step");
     EXPECT_EQ(w[1].rec.a, 1u);
     EXPECT_EQ(Meta("capture_windows"), "2");
+  });
+}
+
+// A dormant --capture nvtx:step run with a count of 2: no CUPTI callback and no attachment until
+// the range is pushed; the push attaches CUPTI and opens the window, nested ranges and other
+// threads' pops leave it open, the pop closes it; CUPTI is detached after it, attached again for
+// the second window, and nothing opens or attaches after the last.
+TEST(CaptureWindows, DormantNvtxTriggerAttachesAtThePushAndDetachesAfter) {
+  InChild([] {
+    Setenv("KPROF_CAPTURE", "nvtx:step");
+    Setenv("KPROF_CAPTURE_COUNT", "2");
+    A().dormant = true;
+    ASSERT_TRUE(Start());
+    EXPECT_TRUE(g_nvtx_callbacks.empty());
+    EXPECT_TRUE(g_api_callbacks.empty());
+    EXPECT_TRUE(g_resource_callbacks.empty());
+    DormantPush("load");
+    DormantPop();
+    EXPECT_EQ(g_attaches, 0);
+    EXPECT_TRUE(OutsideWindow());
+    DormantPush("step");  // attaches, opens
+    EXPECT_EQ(g_attaches, 1);
+    EXPECT_FALSE(OutsideWindow());
+    EXPECT_TRUE(g_nvtx_callbacks.empty());  // NVTX still from kprof's own handlers
+    const std::atomic<bool> stop{false};
+    std::string why;
+    EXPECT_FALSE(DetachAfterWindow(stop, &why));  // not while a window is open
+    EXPECT_EQ(g_detaches, 0);
+    DormantPush("forward");
+    DormantPop();  // nested
+    std::thread([] { DormantPop(); }).join();
+    EXPECT_FALSE(OutsideWindow());
+    DormantPop();  // the step's end
+    EXPECT_TRUE(OutsideWindow());
+    EXPECT_TRUE(DetachAfterWindow(stop, &why));
+    EXPECT_EQ(g_detaches, 1);
+    EXPECT_TRUE(why.empty());
+    DormantPush("step");  // attaches again
+    EXPECT_EQ(g_attaches, 2);
+    EXPECT_FALSE(OutsideWindow());
+    DormantPop();
+    EXPECT_TRUE(DetachAfterWindow(stop, &why));
+    EXPECT_TRUE(CaptureStatus().ended);
+    DormantPush("step");  // all recorded: neither attaches nor opens
+    DormantPop();
+    EXPECT_EQ(g_attaches, 2);
+    EXPECT_TRUE(OutsideWindow());
+    EndCapture();
+    const auto w = Windows();
+    ASSERT_EQ(w.size(), 2u);
+    for (const auto& win : w) {
+      EXPECT_EQ(static_cast<CaptureTrigger>(win.rec.flags), CaptureTrigger::Nvtx);
+      EXPECT_EQ(static_cast<CaptureEnd>(win.rec.c), CaptureEnd::RangeEnded);
+      EXPECT_EQ(win.name, "step");
+    }
+    EXPECT_EQ(Meta("capture_range_seen"), "3");
+    EXPECT_EQ(Meta("cupti_attachments"), "2");
+    EXPECT_EQ(Meta("capture_nvtx_ranges"), "5");  // every push: load, step, forward, step, step
+  });
+}
+
+// A range pushed before CUDA started (the NVTX call came before cuInit, before the agent did):
+// the agent opens its window as it starts, owned by the range's thread and depth.
+TEST(CaptureWindows, DormantNvtxRangeBegunBeforeCudaOpensAtTheStart) {
+  InChild([] {
+    Setenv("KPROF_CAPTURE", "nvtx:step");
+    A().dormant = true;
+    DormantPush("step");  // before StartCapture
+    EXPECT_EQ(g_attaches, 0);
+    ASSERT_TRUE(Start());
+    EXPECT_TRUE(OutsideWindow());
+    OpenPendingWindow();
+    EXPECT_EQ(g_attaches, 1);
+    EXPECT_FALSE(OutsideWindow());
+    DormantPush("inner");
+    DormantPop();
+    EXPECT_FALSE(OutsideWindow());
+    DormantPop();
+    EXPECT_TRUE(OutsideWindow());
+    OpenPendingWindow();  // once only
+    EXPECT_EQ(g_attaches, 1);
+    EndCapture();
+    ASSERT_EQ(Windows().size(), 1u);
+    EXPECT_EQ(static_cast<CaptureEnd>(Windows()[0].rec.c), CaptureEnd::RangeEnded);
   });
 }

@@ -147,6 +147,13 @@ int CuptiInit(NvtxGetExportTableFunc_t get) {
   return 1;
 }
 
+// A sink that attaches CUPTI at the push of "window" (as a dormant --capture nvtx:window does).
+void AttachingSink(const NvtxEvent& e) {
+  Sink(e);
+  if (e.kind == NvtxEvent::Kind::Push && e.message != nullptr && std::string(e.message) == "window")
+    nvtx_shim::HandToCupti(&CuptiInit);
+}
+
 TEST(NvtxShim, DormantCallsAreNoOpsThenTheWindowsAndCuptiGetThemWithCuptisOwnHandles) {
   Table(g_core, g_core_t);
   Table(g_core2, g_core2_t);
@@ -168,14 +175,15 @@ TEST(NvtxShim, DormantCallsAreNoOpsThenTheWindowsAndCuptiGetThemWithCuptisOwnHan
   ASSERT_NE(allreduce, nullptr);
   Call<void (*)(uint32_t, const char*)>(g_core[NVTX_CBID_CORE_NameCategoryA], 3u, "io");
 
-  // A step range watched: kprof's handlers, depths per domain, registered names decoded.
+  // A range watched, not attached: kprof's handlers give the pushes (registered names decoded)
+  // and nothing else; no depth is kept (NVTX's answer without a tool), no pop given.
   nvtx_shim::Watch(true);
   ASSERT_NE(g_core[NVTX_CBID_CORE_RangePushA], nullptr);
-  EXPECT_EQ(PushA("step"), 0);
-  EXPECT_EQ(DomainPush(nccl, allreduce), 0);
-  EXPECT_EQ(PushA("idx 0"), 1);
-  EXPECT_EQ(Pop(), 1);
-  EXPECT_EQ((std::vector<std::string>{"push step 0", "pushD allreduce 0", "push idx 0 1", "pop 1"}),
+  EXPECT_EQ(PushA("step"), NVTX_NO_PUSH_POP_TRACKING);
+  EXPECT_EQ(DomainPush(nccl, allreduce), NVTX_NO_PUSH_POP_TRACKING);
+  EXPECT_EQ(PushA("idx 0"), NVTX_NO_PUSH_POP_TRACKING);
+  EXPECT_EQ(Pop(), NVTX_NO_PUSH_POP_TRACKING);
+  EXPECT_EQ((std::vector<std::string>{"push step 0", "pushD allreduce 0", "push idx 0 0"}),
             g_events);
   EXPECT_TRUE(g_cupti.empty());
 
@@ -228,6 +236,34 @@ TEST(NvtxShim, DormantCallsAreNoOpsThenTheWindowsAndCuptiGetThemWithCuptisOwnHan
   EXPECT_EQ(g_cupti_inits, 1);
   DomainPush(nccl, allreduce);
   EXPECT_EQ((std::vector<std::string>{"pushD 208 80"}), g_cupti);
+  // Watched, not attached (a dormant --capture nvtx:NAME): a sink that hands NVTX to CUPTI inside
+  // a push (a window opening) makes that push the first of the thread's depths: CUPTI gets it,
+  // and its pop closes over the nested range's (depth 1, then 0).
+  nvtx_shim::Watch(true);
+  nvtx_shim::TakeBack(false);
+  g_events.clear();
+  g_cupti.clear();
+  // Only the range's own pushes reach the sink; the others are counted.
+  nvtx_shim::OnlyNamed("window");
+  EXPECT_EQ(PushA("outer"), NVTX_NO_PUSH_POP_TRACKING);  // (open before the window: lost)
+  EXPECT_EQ(PushA("wrong"), NVTX_NO_PUSH_POP_TRACKING);
+  EXPECT_EQ(Pop(), NVTX_NO_PUSH_POP_TRACKING);
+  EXPECT_EQ(nvtx_shim::Unwatched(), 2u);
+  EXPECT_TRUE(g_events.empty());
+  nvtx_shim::SetSink(&AttachingSink);
+  EXPECT_EQ(PushA("window"), 0);
+  nvtx_shim::SetSink(&Sink);
+  EXPECT_TRUE(nvtx_shim::Forwarding());
+  EXPECT_EQ(PushA("inner"), 1);
+  EXPECT_EQ(Pop(), 1);
+  EXPECT_EQ(Pop(), 0);
+  EXPECT_EQ(Pop(), -1);  // "outer": kprof's depth stays 0, CUPTI never saw it
+  EXPECT_EQ((std::vector<std::string>{"push window", "push inner", "pop", "pop"}), g_cupti);
+  EXPECT_EQ((std::vector<std::string>{"push window 0", "push inner 1", "pop 1", "pop 0", "pop 0"}),
+            g_events);
+  EXPECT_EQ(nvtx_shim::Unwatched(), 2u);  // (attached, every push is given)
+  nvtx_shim::OnlyNamed(nullptr);
+  nvtx_shim::Watch(false);
   nvtx_shim::TakeBack(true);
   nvtx_shim::SetSink(nullptr);
 }

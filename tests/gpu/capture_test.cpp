@@ -3,6 +3,7 @@
 // why. Every test skips cleanly when no GPU is present.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <string>
 
@@ -52,7 +53,9 @@ uint64_t Total(const std::map<std::string, uint64_t>& by_name) {
 }  // namespace
 
 // --capture nvtx:step --capture-count 3 on 50 steps: exactly 3 steps' kernels (5 each), their 3
-// synchronizations, 3 windows each closed by its range's pop.
+// synchronizations, 3 windows each closed by its range's pop. Dormant (issue 35): CUPTI attached
+// at a window's push and detached after it at a synchronization (train_step launches no graph;
+// a window whose push comes before that shares the attachment), and the process ends detached.
 TEST(GpuCapture, NvtxRangeRecordsExactlyTheStepsAsked) {
   REQUIRE_GPU();
   const std::string dir = FreshDir("capture_nvtx");
@@ -97,6 +100,34 @@ TEST(GpuCapture, NvtxRangeRecordsExactlyTheStepsAsked) {
   EXPECT_EQ(m.an.summary.capture_windows, 3u);
   EXPECT_EQ(m.an.summary.capture_problem, "");
   EXPECT_LE(m.an.summary.utilisation, 1.0);
+  const ProcessTrace& p = m.run.processes[0];
+  EXPECT_EQ(p.Meta("dormant"), "until the range");
+  EXPECT_GE(p.MetaU64("cupti_attachments"), 1u);
+  EXPECT_LE(p.MetaU64("cupti_attachments"), 3u);
+  EXPECT_EQ(p.MetaU64("cupti_detachments"), p.MetaU64("cupti_attachments"));
+  EXPECT_EQ(p.Meta("on_demand_stays_attached"), "");
+  EXPECT_GT(p.MetaU64("cupti_attach_max_us"), 0u);
+  std::printf("dormant nvtx:step x3: %llu attachments, %llu detachments, longest attach %llu us\n",
+              static_cast<unsigned long long>(p.MetaU64("cupti_attachments")),
+              static_cast<unsigned long long>(p.MetaU64("cupti_detachments")),
+              static_cast<unsigned long long>(p.MetaU64("cupti_attach_max_us")));
+}
+
+// KPROF_DORMANT=0: --capture nvtx:step attaches CUPTI from the start, as before issue 35, and
+// records the same 3 steps (the test above ran dormant).
+TEST(GpuCapture, NvtxTriggerAttachedFromTheStartRecordsTheSame) {
+  REQUIRE_GPU();
+  const std::string dir = FreshDir("capture_nvtx_attached");
+  Result r = KprofWith(dir, {"--capture", "nvtx:step", "--capture-count", "3"},
+                       {"env", "KPROF_DORMANT=0", Bin("kernels/train_step"), "50"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  Recorded m = Read(dir);
+  ASSERT_EQ(m.run.processes.size(), 1u);
+  EXPECT_EQ(m.run.processes[0].Meta("dormant"), "");
+  EXPECT_EQ(m.run.processes[0].Meta("cupti_attachments"), "");
+  EXPECT_EQ(Total(m.kernels), 15u);
+  for (const auto& [name, count] : m.kernels) EXPECT_EQ(count, 3u) << name;
+  EXPECT_EQ(m.windows.size(), 3u);
 }
 
 // cudaProfilerStart/Stop bracket the window: the 100 kernels between them, none of the 2,000

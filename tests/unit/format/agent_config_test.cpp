@@ -98,7 +98,7 @@ TEST(AgentConfig, WhatCannotBeReadIsNamedAndLeftAtItsDefault) {
   for (const ConfigProblem& p : problems) said.push_back(p.area + ": " + p.message);
   EXPECT_EQ(said,
             (std::vector<std::string>{
-                "agent: ignoring KPROF_GRAPH_TRACE=nodes (graph|node)",
+                "agent: ignoring KPROF_GRAPH_TRACE=nodes (graph|node|auto)",
                 "capture: KPROF_DELAY_MS=1s is not milliseconds",
                 "capture: KPROF_CAPTURE_COUNT=0 is not a positive count",
                 "capture: KPROF_CAPTURE=nvtx: is not nvtx:NAME, cuda-profiler-api or on-demand",
@@ -132,6 +132,39 @@ TEST(AgentConfig, DiagnosticKnobsAreApartFromTheSettings) {
     EXPECT_EQ(std::find(AgentConfigNames().begin(), AgentConfigNames().end(), name),
               AgentConfigNames().end())
         << name;
+}
+
+TEST(AgentConfig, DormantUntilAWindowForOnDemandAndNvtxTriggersOnly) {
+  const DiagnosticKnobs knobs = ReadDiagnosticKnobs(Env({}).Get());
+  AgentConfig c;
+  c.graph_trace = "auto";                  // as kprof run passes it unless --graph-trace is given
+  EXPECT_FALSE(DormantCapture(c, knobs));  // the whole process: attached from the start
+  c.capture = "on-demand";
+  EXPECT_TRUE(DormantCapture(c, knobs));
+  c.capture = "cuda-profiler-api";  // its trigger is a CUPTI callback
+  EXPECT_FALSE(DormantCapture(c, knobs));
+  c.capture = "nvtx:step";
+  EXPECT_TRUE(DormantCapture(c, knobs));
+  c.duration_ms = 50;  // a duration counts from the window's opening
+  EXPECT_TRUE(DormantCapture(c, knobs));
+  AgentConfig delayed = c;
+  delayed.delay_ms = 1000;  // counted from the first context, which only CUPTI would see
+  EXPECT_FALSE(DormantCapture(delayed, knobs));
+  AgentConfig counted = c;
+  counted.replay = true;  // the counters are set up at the start
+  EXPECT_FALSE(DormantCapture(counted, knobs));
+  counted = c;
+  counted.sampled = true;
+  EXPECT_FALSE(DormantCapture(counted, knobs));
+  EXPECT_FALSE(DormantCapture(c, ReadDiagnosticKnobs(Env({"KPROF_DORMANT=0"}).Get())));
+  AgentConfig graph_level = c;
+  graph_level.graph_trace = "graph";  // --graph-trace graph given: CUPTI from the start
+  EXPECT_FALSE(DormantCapture(graph_level, knobs));
+  graph_level.graph_trace = "node";
+  EXPECT_TRUE(DormantCapture(graph_level, knobs));
+  AgentConfig on_demand;
+  on_demand.capture = "on-demand";  // the knob is --capture nvtx:'s only
+  EXPECT_TRUE(DormantCapture(on_demand, ReadDiagnosticKnobs(Env({"KPROF_DORMANT=0"}).Get())));
 }
 
 }  // namespace kprof
