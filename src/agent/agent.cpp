@@ -282,7 +282,7 @@ int Initialize() {
     StartCollecting();
     if (a.on_demand ? !StartOnDemand(dir, rank) : !StartDormant())
       a.writer.WriteMeta({{"on_demand_problem", "no control thread"}});
-    if (!a.on_demand) OpenPendingWindow();  // the range began before CUDA did
+    if (!a.on_demand) DormantReady();
     return 1;
   }
   a.attached = true;

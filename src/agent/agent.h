@@ -187,6 +187,8 @@ bool DetachCupti(int timeout_ms, const std::atomic<bool>& stop, std::string* why
 void CancelDetach();
 /// How many times CUPTI was detached so far.
 uint64_t Detachments();
+/// How many AttachCupti calls succeeded so far (attaching, or finding CUPTI attached).
+uint64_t AttachRequests();
 
 // on_demand.cpp
 /// Starts the control thread of an on-demand run: its presence in RUN_DIR/control, and the

@@ -28,10 +28,11 @@
 namespace kprof::agent {
 namespace {
 
-std::atomic<bool> g_finalize{false};        // detach at the next synchronization
-std::atomic<bool> g_close_at_sync{false};   // close the window at the next synchronization
-std::atomic<bool> g_graph_launched{false};  // a graph was launched while attached
-std::atomic<uint64_t> g_detachments{0};     // cuptiFinalize calls that succeeded
+std::atomic<bool> g_finalize{false};         // detach at the next synchronization
+std::atomic<bool> g_close_at_sync{false};    // close the window at the next synchronization
+std::atomic<bool> g_graph_launched{false};   // a graph was launched while attached
+std::atomic<uint64_t> g_detachments{0};      // cuptiFinalize calls that succeeded
+std::atomic<uint64_t> g_attach_requests{0};  // AttachCupti calls that succeeded
 std::mutex g_detach_mu;
 std::condition_variable g_detach_cv;  // a detachment or a closing was made
 
@@ -103,6 +104,9 @@ void FinalizeHere() {
   }
 }
 
+// AttachCupti's work (below).
+bool AttachCuptiOnce(std::string* why);
+
 }  // namespace
 
 bool OnAttachCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
@@ -147,6 +151,16 @@ void CancelDetach() {
 }
 
 bool AttachCupti(std::string* why) {
+  if (!AttachCuptiOnce(why)) return false;
+  g_attach_requests.fetch_add(1);
+  return true;
+}
+
+uint64_t AttachRequests() { return g_attach_requests.load(); }
+
+namespace {
+
+bool AttachCuptiOnce(std::string* why) {
   Agent& a = A();
   bool attached = false, cancelled = false;
   {
@@ -173,6 +187,8 @@ bool AttachCupti(std::string* why) {
   bool configured = true;  // (the attributes only tune: recording works without them)
   if (!HandBuffers(&configured)) {
     *why = "CUPTI refused kprof's record buffers";
+    KPROF_CUPTI(cuptiUnsubscribe(a.subscriber), "unsubscribe after CUPTI refused the buffers");
+    a.subscriber = nullptr;
     return false;
   }
   KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE),
@@ -195,6 +211,8 @@ bool AttachCupti(std::string* why) {
   return true;
 }
 
+}  // namespace
+
 bool DetachCupti(int timeout_ms, const std::atomic<bool>& stop, std::string* why) {
   Agent& a = A();
   if (!a.attached) return true;
@@ -211,8 +229,10 @@ bool DetachCupti(int timeout_ms, const std::atomic<bool>& stop, std::string* why
   // the writer must not read one with CUPTI detached.
   FlushWithTimeout(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, kExitFlushTimeoutMs);
   WaitDrained(kExitFlushTimeoutMs);
-  g_finalize = true;
+  // (The synchronizations watched before the detachment is armed: a synchronization's callback
+  // on another thread may finalize CUPTI as soon as it is, and no CUPTI call may follow that.)
   WatchSyncs(true);
+  g_finalize = true;
   std::unique_lock<std::mutex> lock(g_detach_mu);
   g_detach_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
                        [&] { return !a.attached || stop.load(); });

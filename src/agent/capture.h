@@ -74,9 +74,9 @@ WindowStatus CaptureStatus();
 
 // Dormant --capture nvtx:NAME (DormantCapture): the program's thread that pushes the range
 // attaches CUPTI and opens the window (capture::DormantNvtx); the control thread detaches after.
-/// A range pushed before CUDA started (before the agent did) opens its window now: CUPTI is
-/// attached inside cuInit, as a whole-process run subscribes.
-void OpenPendingWindow();
+/// The agent has started (the end of its initialisation): from now a push of the range may attach
+/// CUPTI and open a window.
+void DormantReady();
 /// CUPTI is to be detached after a window (DetachCupti: at the program's next synchronization,
 /// unless a window opens first); false when a window is open. `why` says why CUPTI stays.
 bool DetachAfterWindow(const std::atomic<bool>& stop, std::string* why);

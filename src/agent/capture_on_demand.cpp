@@ -31,18 +31,11 @@ std::atomic<bool> g_watching_steps{false};
 // Dormant --capture nvtx:NAME: one attachment at a time, by the programs' threads opening a
 // window or the control thread detaching after one (lock order: this, then the state's).
 std::mutex g_attach_mu;
-// CUPTI is being attached inside cuInit (OpenPendingWindow): no context can exist yet, and no
-// driver call is made to look for one.
-thread_local bool t_in_cuinit = false;
-// The range's begin that came before the agent started (with the state's mutex).
-struct Pending {
-  bool set = false;
-  uint32_t thread = 0;
-  const void* domain = nullptr;
-  int depth = -1;
-  uint64_t range_id = 0;  // a start/end range's
-};
-Pending g_pending;
+// The agent has started (its Initialize, inside cuInit, has returned): before, a push of the
+// range opens no window (CUPTI attached while cuInit runs on another thread hung processes).
+std::atomic<bool> g_agent_ready{false};
+// CUPTI refused to attach once: no push tries again.
+std::atomic<bool> g_attach_failed{false};
 
 }  // namespace
 
@@ -68,10 +61,12 @@ void CaptureAttached(CUpti_SubscriberHandle subscriber) {
   // No NVTX callbacks: kprof's own NVTX handlers give the windows their pushes and pops
   // (nvtx_shim.h), attached or not.
   WatchContexts(subscriber);
+  // (Asked outside the state's mutex, which a context's making takes in its callback.)
+  const bool context = ActivePrimaryContext(nullptr);
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
   // (a window opened now may switch at once)
-  if (!s.context_ready && !t_in_cuinit && ActivePrimaryContext(nullptr)) {
+  if (!s.context_ready && context) {
     s.context_ready = true;
     s.context_ns = Now();
     s.context_at = std::chrono::steady_clock::now();
@@ -146,6 +141,7 @@ namespace {
 bool AttachForWindow() {
   std::string why;
   if (AttachCupti(&why)) return true;
+  g_attach_failed = true;
   static std::once_flag once;
   std::call_once(once, [&] {
     std::fprintf(stderr, "kprof agent: no window: CUPTI could not be attached: %s\n", why.c_str());
@@ -171,28 +167,7 @@ const char* RangeText() {
 
 }  // namespace
 
-void OpenPendingWindow() {
-  State& s = S();
-  Pending p;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    p = g_pending;
-    g_pending = {};
-  }
-  if (!p.set) return;
-  std::lock_guard<std::mutex> attach(g_attach_mu);
-  t_in_cuinit = true;
-  const bool attached = AttachForWindow();
-  t_in_cuinit = false;
-  if (!attached || !nvtx_shim::Forwarding()) return;
-  std::lock_guard<std::mutex> lock(s.mu);
-  Open(s, CaptureTrigger::Nvtx, Config().range);
-  if (!s.open) return;
-  s.owner_thread = p.thread;
-  s.owner_domain = p.domain;
-  s.owner_depth = p.depth;
-  s.owner_range_id = p.range_id;
-}
+void DormantReady() { g_agent_ready.store(true, std::memory_order_release); }
 
 bool DetachAfterWindow(const std::atomic<bool>& stop, std::string* why) {
   std::lock_guard<std::mutex> attach(g_attach_mu);
@@ -237,23 +212,40 @@ std::atomic<uint64_t> g_attach_ns_max{0};
 namespace {
 
 // The range's push or start: CUPTI attached, the window opened (or noted for the agent's start).
+// Whether CUPTI may be attached now: cuInit has returned (a device can be counted), and a primary
+// context that another thread was making is made (retaining an active one waits for that).
+// Attaching while either was under way hung processes (on_demand.cpp, WaitForCuda).
+bool CudaSettled() {
+  int n = 0;
+  if (cuDeviceGetCount(&n) != CUDA_SUCCESS) return false;
+  CUdevice dev = 0;
+  if (ActivePrimaryContext(&dev)) {
+    CUcontext ctx = nullptr;
+    if (cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS) cuDevicePrimaryCtxRelease(dev);
+  }
+  return true;
+}
+
 __attribute__((noinline)) void DormantBegin(const NvtxEvent& e) {
   State& s = S();
   const bool start = e.kind == NvtxEvent::Kind::Start;
   // Start/end ranges are matched by the id NVTX returns: without it, none can close.
   if (start && e.started == nullptr) return;
+  const auto wanted = [&s] { return s.armed && !s.open && !s.ended; };
   {
     std::lock_guard<std::mutex> lock(s.mu);
     ++s.nvtx_seen;
-    if (!g_configured.load()) {  // before CUDA: the agent opens it as it starts
-      if (!g_pending.set)
-        g_pending = {true, CuptiThreadId(), e.domain, start ? -1 : e.depth,
-                     start ? *static_cast<const nvtxRangeId_t*>(e.started) : 0};
-      return;
-    }
-    if (!s.armed || s.open || s.ended) return;
+    if (!wanted()) return;
   }
+  // Not before the agent has started, nor while CUDA is starting (docs/capture.md, "Limits").
+  if (!g_agent_ready.load(std::memory_order_acquire) || g_attach_failed.load() || !CudaSettled())
+    return;
   std::lock_guard<std::mutex> attach(g_attach_mu);
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!wanted()) return;  // another thread's push opened it meanwhile
+  }
+  const uint64_t generation = nvtx_shim::Generation();
   const bool was_attached = A().attached;
   const auto t0 = std::chrono::steady_clock::now();
   const bool attached = AttachForWindow();
@@ -263,16 +255,22 @@ __attribute__((noinline)) void DormantBegin(const NvtxEvent& e) {
             .count());
     if (ns > g_attach_ns_max.load()) g_attach_ns_max.store(ns);
   }
-  // (A window needs NVTX at CUPTI too: kprof's handlers keep depths, and give pops, only then.)
+  // A window needs NVTX at CUPTI too: kprof's handlers keep depths, and give pops, only then.
+  // (Attached without a window, CUPTI is detached again by the control thread.)
   if (!attached || !nvtx_shim::Forwarding()) return;
+  // NVTX handed to CUPTI in this push (attached now, or again after a detachment) starts the
+  // threads' depths again, this push the first of its thread's (nvtx_shim.h).
+  const bool handed = nvtx_shim::Generation() != generation;
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.open) return;  // another thread's push opened it meanwhile
+  if (!wanted()) return;
   Open(s, CaptureTrigger::Nvtx, Config().range);
   if (!s.open) return;
-  if (start)
+  if (start) {
     s.owner_range_id = *static_cast<const nvtxRangeId_t*>(e.started);
-  else
+  } else {
     SetOwner(s, e);
+    if (handed) s.owner_depth = 0;
+  }
 }
 
 // A pop or end while a window is open: the window's own closes it.

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "agent/nvtx_shim_depths.h"
+
 namespace kprof::agent::nvtx_shim {
 namespace {
 
@@ -20,6 +22,11 @@ using cupti_tables::g_c_cuda;
 using cupti_tables::g_c_cudart;
 
 using capture::NvtxEvent;
+using depths::Depth;
+using depths::DepthOf;
+using depths::g_generation;
+using depths::g_name;
+using depths::Named;
 
 // One adopted NVTX instance: its tables of pointers to its function slots.
 struct Instance {
@@ -58,15 +65,8 @@ std::vector<std::pair<Domain*, std::pair<uint32_t, std::string>>> g_categories;
 std::vector<std::pair<uint32_t, std::string>> g_threads;
 
 std::atomic<Sink> g_sink{nullptr};
-// Not attached, only pushes and starts of this name reach the sink (null: all); the others are
-// counted (without a locked instruction: threads pushing at once may lose a count).
-std::atomic<const char*> g_name{nullptr};
-std::atomic<uint64_t> g_unwatched{0};
 std::atomic<bool> g_watch{false};
 std::atomic<bool> g_forward{false};
-// Depths are kept while CUPTI gets the calls (a window is open only then); each thread's start
-// again at each hand-over (a CUPTI given NVTX anew saw none of the ranges open before).
-std::atomic<uint64_t> g_generation{1};
 std::atomic<uint64_t> g_own_ids{0};
 bool g_cupti_initialised = false;
 
@@ -82,51 +82,6 @@ R Call(NvtxFunctionPointer slot, A... a) {
 }
 
 bool Forward() { return g_forward.load(std::memory_order_acquire); }
-
-// ---------------------------------------------------------------------------------------------
-// Each thread's push depth per domain since the last hand-over (null: the default domain), and
-// how many of those pushes went to CUPTI. Kept only while forwarding: a watched range before
-// costs a push its name's comparison (the sink's) and a pop nothing.
-struct Depth {
-  const void* domain;
-  int depth;
-  int forwarded;
-};
-// (plain arrays: no destructor runs at the thread's exit, when NVTX may still be called; a thread
-// with more domains shares the last entry between them)
-constexpr int kDomainsPerThread = 16;
-// One thread-local object, reached once per call: in a library loaded by dlopen each thread-local
-// variable costs a __tls_get_addr call (four of them per push and pop made the pair 110 ns).
-struct ThreadDepths {
-  Depth depths[kDomainsPerThread];
-  int domains;
-  uint64_t generation;
-};
-thread_local ThreadDepths t_thread;
-
-Depth& DepthOf(const void* domain) {
-  // (The atomic first: GCC takes the thread-local's address again after one.)
-  const uint64_t g = g_generation.load(std::memory_order_relaxed);
-  ThreadDepths& t = t_thread;
-  if (t.generation != g) {
-    t.domains = 0;
-    t.generation = g;
-  }
-  for (int i = 0; i < t.domains; ++i)
-    if (t.depths[i].domain == domain) return t.depths[i];
-  if (t.domains == kDomainsPerThread) return t.depths[kDomainsPerThread - 1];
-  t.depths[t.domains] = {domain, 0, 0};
-  return t.depths[t.domains++];
-}
-
-// Whether a push or start of `text`, not attached, goes to the sink (else it is counted).
-inline __attribute__((always_inline)) bool Named(const char* text) {
-  const char* name = g_name.load(std::memory_order_relaxed);
-  if (name == nullptr || (text != nullptr && text[0] == name[0] && std::strcmp(text, name) == 0))
-    return true;
-  g_unwatched.store(g_unwatched.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  return false;
-}
 
 void Give(const NvtxEvent& e) {
   if (Sink s = g_sink.load(std::memory_order_acquire)) s(e);
@@ -207,9 +162,16 @@ int Push(const void* domain, const char* text) {
     ++DepthOf(domain).depth;
     return 0;
   }
+  const uint64_t generation = g_generation.load(std::memory_order_relaxed);
   Depth& d = DepthOf(domain);
   e.depth = d.depth++;
   Give(e);
+  // Handed to CUPTI anew by the sink (detached and attached again): depths start again, with this
+  // push the first.
+  if (g_generation.load(std::memory_order_relaxed) != generation) {
+    ++DepthOf(domain).depth;
+    return 0;
+  }
   return e.depth;
 }
 // After a push went to CUPTI.
@@ -248,6 +210,7 @@ void Start(const void* domain, const char* text, const nvtxRangeId_t* id) {
   Give(e);
 }
 void End(nvtxRangeId_t id) {
+  if (!Forward()) return;  // (no window can be open)
   NvtxEvent e;
   e.kind = NvtxEvent::Kind::End;
   e.end_id = id;
@@ -550,7 +513,13 @@ void SetSink(Sink sink) { g_sink.store(sink, std::memory_order_release); }
 
 void OnlyNamed(const char* name) { g_name.store(name, std::memory_order_release); }
 
-uint64_t Unwatched() { return g_unwatched.load(); }
+uint64_t Unwatched() {
+  uint64_t n = 0;
+  for (const depths::Stripe& s : depths::g_unwatched) n += s.n.load();
+  return n;
+}
+
+uint64_t Generation() { return g_generation.load(); }
 
 void Watch(bool on) {
   std::lock_guard<std::mutex> lock(g_mu);

@@ -41,6 +41,8 @@ void Watch(bool on);
 void OnlyNamed(const char* name);
 /// Pushes and starts kept from the sink by OnlyNamed so far (approximately, under threads).
 uint64_t Unwatched();
+/// Changes at each hand-over to CUPTI, when each thread's depths start again.
+uint64_t Generation();
 /// From now CUPTI gets the calls too: its NVTX initialisation runs once (filling kprof's tables),
 /// and CUDA's and the runtime's naming calls go straight to it. False when CUPTI refused.
 bool HandToCupti(CuptiInit init);

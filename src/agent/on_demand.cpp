@@ -239,7 +239,10 @@ void Loop() {
 void DormantLoop() {
   BlockSignalsInThisThread();
   Control& c = C();
-  uint64_t handled = 0;  // windows after which detaching was asked for
+  // AttachRequests() when detaching was last asked for: each attachment (or a push that found
+  // CUPTI attached, calling a detachment off) is followed by one once no window is open, even
+  // when that push opened none.
+  uint64_t asked = 0;
   bool watching = true;
   do {
     const WindowStatus st = CaptureStatus();
@@ -247,15 +250,14 @@ void DormantLoop() {
       nvtx_shim::Watch(false);  // (the handlers stay while CUPTI gets NVTX: nvtx_shim.h)
       watching = false;
     }
-    if (st.open || st.windows == handled) continue;
-    if (!A().attached || !Knobs().on_demand_detach) {
-      handled = st.windows;
-      continue;
+    const uint64_t requests = AttachRequests();
+    if (st.open || !A().attached || requests == asked) continue;
+    if (Knobs().on_demand_detach) {
+      std::string stays;
+      if (!DetachAfterWindow(c.stop, &stays)) continue;  // the next window is open already
+      if (!stays.empty()) NoteStaysAttached(stays);
     }
-    std::string stays;
-    if (!DetachAfterWindow(c.stop, &stays)) continue;  // the next window is open already
-    if (!stays.empty()) NoteStaysAttached(stays);
-    handled = st.windows;
+    asked = requests;
   } while (Sleep(kPoll));
 }
 

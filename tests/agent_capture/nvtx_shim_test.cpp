@@ -147,11 +147,17 @@ int CuptiInit(NvtxGetExportTableFunc_t get) {
   return 1;
 }
 
-// A sink that attaches CUPTI at the push of "window" (as a dormant --capture nvtx:window does).
+// A sink that attaches CUPTI at the push of "window" (as a dormant --capture nvtx:window does),
+// and at the push of "again" detaches it and attaches it again (a push that found a detachment
+// done on another thread).
 void AttachingSink(const NvtxEvent& e) {
   Sink(e);
-  if (e.kind == NvtxEvent::Kind::Push && e.message != nullptr && std::string(e.message) == "window")
+  if (e.kind != NvtxEvent::Kind::Push || e.message == nullptr) return;
+  if (std::string(e.message) == "window") nvtx_shim::HandToCupti(&CuptiInit);
+  if (std::string(e.message) == "again") {
+    nvtx_shim::TakeBack(false);
     nvtx_shim::HandToCupti(&CuptiInit);
+  }
 }
 
 TEST(NvtxShim, DormantCallsAreNoOpsThenTheWindowsAndCuptiGetThemWithCuptisOwnHandles) {
@@ -262,6 +268,21 @@ TEST(NvtxShim, DormantCallsAreNoOpsThenTheWindowsAndCuptiGetThemWithCuptisOwnHan
   EXPECT_EQ((std::vector<std::string>{"push window 0", "push inner 1", "pop 1", "pop 0", "pop 0"}),
             g_events);
   EXPECT_EQ(nvtx_shim::Unwatched(), 2u);  // (attached, every push is given)
+  // Handed over again inside a push made while forwarding: depths start again, that push first.
+  g_events.clear();
+  EXPECT_EQ(PushA("deep"), 0);
+  const uint64_t generation = nvtx_shim::Generation();
+  nvtx_shim::SetSink(&AttachingSink);
+  EXPECT_EQ(PushA("again"), 0);
+  nvtx_shim::SetSink(&Sink);
+  EXPECT_NE(nvtx_shim::Generation(), generation);
+  EXPECT_EQ(PushA("nested"), 1);
+  EXPECT_EQ(Pop(), 1);
+  EXPECT_EQ(Pop(), 0);
+  EXPECT_EQ(
+      (std::vector<std::string>{"push deep 0", "push again 1", "push nested 1", "pop 1", "pop 0"}),
+      g_events);
+  Pop();  // "deep": below the depths kept since
   nvtx_shim::OnlyNamed(nullptr);
   nvtx_shim::Watch(false);
   nvtx_shim::TakeBack(true);
