@@ -26,14 +26,8 @@ OUT=${1:?usage: on_demand_check.sh OUT [BUILD] [ROUNDS]}
 BUILD=${2:-build}
 ROUNDS=${3:-5}
 . scripts/on_demand_lib.sh
-SUM="$OUT/summary.txt"
 HANG_LOG="$SUM"
 : > "$SUM"
-fails=0
-check() {  # check NAME CONDITION-RESULT(0/1) DETAIL
-  if [ "$2" = 0 ]; then echo "PASS $1 $3" | tee -a "$SUM"; else
-    echo "FAIL $1 $3" | tee -a "$SUM"; fails=$((fails + 1)); fi
-}
 csv_cols() {  # csv_cols I J...: those columns of CSV on stdin, tab-separated (names hold commas)
   python3 -c 'import csv, sys
 for row in csv.reader(sys.stdin): print("\t".join(row[int(i)] for i in sys.argv[1:]))' "$@"
@@ -46,10 +40,6 @@ calls() {  # calls RUN WINDOW KERNEL: the calls of KERNEL in that window (--by k
   "$K" report "$1" --window "$2" --by kernel --format csv --top 0 --no-hints 2>/dev/null |
     sed 's/^"//; s/([^)]*)"*,/(),/' |
     awk -F, -v k="$3" 'index($1, k"(")==1 {print $2; f=1} END {if (!f) print 0}'
-}
-idx_ranges() {  # idx_ranges FILE WINDOW: the "idx N" range names of that window, sorted
-  "$K" report "$1" --window "$2" --by range-path --format csv --top 0 --no-hints 2>/dev/null |
-    grep -o 'idx [0-9]*' | sort -u | tr '\n' ' '
 }
 
 # 1. Three windows in a row.

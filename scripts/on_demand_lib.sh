@@ -1,5 +1,6 @@
-# Shared by scripts/on_demand_check.sh and scripts/on_demand_probe.sh (sourced once OUT and BUILD
-# are set): the programs, the GPU's presence (exit 77 without one) and the waits.
+# Shared by scripts/on_demand_check.sh, on_demand_nccl.sh and on_demand_probe.sh (sourced once OUT
+# and BUILD are set): the programs, the GPU's presence (exit 77 without one), the waits, and the
+# checks' summary (OUT/summary.txt, a line "PASS|FAIL what" each, the failures counted in fails).
 K="$BUILD/kprof"
 S="$BUILD/kernels/on_demand_steps"
 nvidia-smi -L > /dev/null 2>&1 || { echo "no GPU: skipped"; exit 77; }
@@ -25,4 +26,14 @@ wait_agents() {
     sleep 0.02
   done
   return 1
+}
+SUM="$OUT/summary.txt"
+fails=0
+check() {  # check NAME CONDITION-RESULT(0/1) DETAIL
+  if [ "$2" = 0 ]; then echo "PASS $1 $3" | tee -a "$SUM"; else
+    echo "FAIL $1 $3" | tee -a "$SUM"; fails=$((fails + 1)); fi
+}
+idx_ranges() {  # idx_ranges FILE WINDOW: the "idx N" range names of that window, sorted
+  "$K" report "$1" --window "$2" --by range-path --format csv --top 0 --no-hints 2>/dev/null |
+    grep -o 'idx [0-9]*' | sort -u | tr '\n' ' '
 }

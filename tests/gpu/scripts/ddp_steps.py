@@ -1,8 +1,9 @@
-"""A 2-rank DDP job on one GPU for on-demand capture (docs/capture.md, "On demand").
+"""A 2-rank DDP job for on-demand capture (docs/capture.md, "On demand").
 
-Two processes (torch.multiprocessing), the gloo backend, both ranks on cuda:0: DDP's all-reduce
-keeps them in step as on two GPUs. Each step is an NVTX range "step" holding "idx N" (N = the
-step's number from 0): a forward and backward pass of a 4-layer MLP, the optimizer step and a
+Two processes (torch.multiprocessing). By default the gloo backend, both ranks on cuda:0: DDP's
+all-reduce keeps them in step as on two GPUs. DDP_BACKEND=nccl: the NCCL backend, rank R on
+cuda:R (two GPUs). Each step is an NVTX range "step" holding "idx N" (N = the step's number from
+0): a forward and backward pass of a 4-layer MLP (one all-reduce bucket), the optimizer step and a
 synchronization. Usage: ddp_steps.py [STEPS=400]
 """
 import os
@@ -16,8 +17,11 @@ import torch.multiprocessing as mp
 def rank_main(rank, world, steps):
     os.environ["RANK"] = str(rank)
     os.environ["WORLD_SIZE"] = str(world)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    dev = torch.device("cuda:0")
+    nccl = os.environ.get("DDP_BACKEND") == "nccl"
+    dev = torch.device(f"cuda:{rank}" if nccl else "cuda:0")
+    torch.cuda.set_device(dev)
+    dist.init_process_group("nccl" if nccl else "gloo", rank=rank, world_size=world,
+                            device_id=dev if nccl else None)
     torch.manual_seed(0)
     layers = []
     for _ in range(4):
