@@ -492,6 +492,9 @@ void EndCapture() {
   // Dormant, how many times CUPTI was attached (once per window, unless it stayed attached).
   if (a.dormant)
     a.side_meta.emplace_back("cupti_attachments", std::to_string(g_attachments.load()));
+  if (g_before_context.load() != 0)
+    a.side_meta.emplace_back("capture_range_before_context",
+                             std::to_string(g_before_context.load()));
   if (g_attach_ns_max.load() != 0)
     a.side_meta.emplace_back("cupti_attach_max_us", std::to_string(g_attach_ns_max.load() / 1000));
   if (g_settings.trigger == CaptureTrigger::Nvtx) {

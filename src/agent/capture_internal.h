@@ -94,6 +94,7 @@ struct NvtxEvent {
   const void* domain = nullptr;
   int depth = 0;
   uint64_t end_id = 0;            // End: the id of the range ended
+  uint64_t generation = 0;        // kprof's NVTX handlers: the hand-over its depth counts from
   const void* started = nullptr;  // Start: where NVTX returns the new range's id (may be null)
 };
 /// Decodes a callback, keeping this thread's depths and counting pushes and starts.
@@ -113,6 +114,8 @@ void DormantNvtx(const NvtxEvent& e);
 void WatchDormantRange();
 /// The longest a program's thread waited for CUPTI to attach at a dormant window's push.
 extern std::atomic<uint64_t> g_attach_ns_max;
+/// Pushes of a dormant range that opened no window because no context was made yet.
+extern std::atomic<uint64_t> g_before_context;
 /// StartCapture has run: the windows can open.
 extern std::atomic<bool> g_configured;
 /// Every NVTX callback id the windows watch.

@@ -31,8 +31,8 @@ std::atomic<bool> g_watching_steps{false};
 // Dormant --capture nvtx:NAME: one attachment at a time, by the programs' threads opening a
 // window or the control thread detaching after one (lock order: this, then the state's).
 std::mutex g_attach_mu;
-// The agent has started (its Initialize, inside cuInit, has returned): before, a push of the
-// range opens no window (CUPTI attached while cuInit runs on another thread hung processes).
+// The agent has started (the end of its Initialize, inside cuInit): before, a push of the range
+// opens no window (CUPTI attached while cuInit runs on another thread hung processes).
 std::atomic<bool> g_agent_ready{false};
 // CUPTI refused to attach once: no push tries again.
 std::atomic<bool> g_attach_failed{false};
@@ -208,21 +208,27 @@ void OnDemandNvtx(const NvtxEvent& e) {
 // and gets the push after this (nvtx_shim.h). Its pop (or end) closes the window; the control
 // thread detaches CUPTI after (on_demand.cpp, StartDormant).
 std::atomic<uint64_t> g_attach_ns_max{0};
+std::atomic<uint64_t> g_before_context{0};
 
 namespace {
 
-// The range's push or start: CUPTI attached, the window opened (or noted for the agent's start).
-// Whether CUPTI may be attached now: cuInit has returned (a device can be counted), and a primary
-// context that another thread was making is made (retaining an active one waits for that).
-// Attaching while either was under way hung processes (on_demand.cpp, WaitForCuda).
+// The range's push or start: CUPTI attached, the window opened.
+// Whether CUPTI may be attached now: cuInit has returned (a device can be counted) and a context
+// has been made: this thread's current one, or a device's primary context, retained (which waits
+// for a making under way on another thread). Attaching while cuInit or the first context was
+// under way hung processes (on_demand.cpp, WaitForCuda); attached after cuInit and before any
+// context, the program crashed when it made its context (H200, CUDA 13.0: SIGSEGV in
+// GpuCaptureFaults.MatrixOfWindowsAroundGraphs, nvtx_before_context).
 bool CudaSettled() {
   int n = 0;
   if (cuDeviceGetCount(&n) != CUDA_SUCCESS) return false;
+  if (CUcontext current = nullptr; cuCtxGetCurrent(&current) == CUDA_SUCCESS && current != nullptr)
+    return true;
   CUdevice dev = 0;
-  if (ActivePrimaryContext(&dev)) {
-    CUcontext ctx = nullptr;
-    if (cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS) cuDevicePrimaryCtxRelease(dev);
-  }
+  if (!ActivePrimaryContext(&dev)) return false;
+  CUcontext ctx = nullptr;
+  if (cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS) return false;
+  cuDevicePrimaryCtxRelease(dev);
   return true;
 }
 
@@ -237,15 +243,19 @@ __attribute__((noinline)) void DormantBegin(const NvtxEvent& e) {
     ++s.nvtx_seen;
     if (!wanted()) return;
   }
-  // Not before the agent has started, nor while CUDA is starting (docs/capture.md, "Limits").
-  if (!g_agent_ready.load(std::memory_order_acquire) || g_attach_failed.load() || !CudaSettled())
+  // Not before the agent has started, nor before a context is made (docs/capture.md, "Limits").
+  if (!g_agent_ready.load(std::memory_order_acquire) || g_attach_failed.load()) return;
+  // (Attached already, CUDA has settled; and a push made where CUDA calls are not allowed, a
+  // host function's callback, makes none then.)
+  if (!A().attached && !CudaSettled()) {
+    g_before_context.fetch_add(1);
     return;
+  }
   std::lock_guard<std::mutex> attach(g_attach_mu);
   {
     std::lock_guard<std::mutex> lock(s.mu);
     if (!wanted()) return;  // another thread's push opened it meanwhile
   }
-  const uint64_t generation = nvtx_shim::Generation();
   const bool was_attached = A().attached;
   const auto t0 = std::chrono::steady_clock::now();
   const bool attached = AttachForWindow();
@@ -255,12 +265,17 @@ __attribute__((noinline)) void DormantBegin(const NvtxEvent& e) {
             .count());
     if (ns > g_attach_ns_max.load()) g_attach_ns_max.store(ns);
   }
+  if (!attached) return;
   // A window needs NVTX at CUPTI too: kprof's handlers keep depths, and give pops, only then.
-  // (Attached without a window, CUPTI is detached again by the control thread.)
-  if (!attached || !nvtx_shim::Forwarding()) return;
-  // NVTX handed to CUPTI in this push (attached now, or again after a detachment) starts the
-  // threads' depths again, this push the first of its thread's (nvtx_shim.h).
-  const bool handed = nvtx_shim::Generation() != generation;
+  // CUPTI refusing NVTX is not tried again (attached without a window, CUPTI is detached again
+  // by the control thread).
+  if (!nvtx_shim::Forwarding()) {
+    g_attach_failed = true;
+    return;
+  }
+  // NVTX handed to CUPTI since this push was counted (by this push, or another thread's) starts
+  // the threads' depths again, this push the first of its thread's (nvtx_shim.h).
+  const bool handed = nvtx_shim::Generation() != e.generation;
   std::lock_guard<std::mutex> lock(s.mu);
   if (!wanted()) return;
   Open(s, CaptureTrigger::Nvtx, Config().range);

@@ -157,18 +157,19 @@ int Push(const void* domain, const char* text) {
   if (!Forward()) {  // (its handler has turned away the pushes not watched: Named)
     // Depths count from the hand-over: a push whose sink made it (a window opening) is the first.
     e.depth = 0;
+    e.generation = g_generation.load(std::memory_order_relaxed);
     Give(e);
     if (!Forward()) return NVTX_NO_PUSH_POP_TRACKING;  // what NVTX answers without a tool
     ++DepthOf(domain).depth;
     return 0;
   }
-  const uint64_t generation = g_generation.load(std::memory_order_relaxed);
   Depth& d = DepthOf(domain);
   e.depth = d.depth++;
+  e.generation = depths::t_thread.generation;  // (the one it was counted in)
   Give(e);
-  // Handed to CUPTI anew by the sink (detached and attached again): depths start again, with this
+  // Handed to CUPTI anew since (by the sink, or another thread): depths start again, with this
   // push the first.
-  if (g_generation.load(std::memory_order_relaxed) != generation) {
+  if (g_generation.load(std::memory_order_relaxed) != e.generation) {
     ++DepthOf(domain).depth;
     return 0;
   }

@@ -64,7 +64,7 @@ inline __attribute__((always_inline)) bool Named(const char* text) {
     return true;
   const int here = 0;
   std::atomic<uint64_t>& n =
-      g_unwatched[(reinterpret_cast<uintptr_t>(&here) >> 21) % kStripes].n;  // stacks 2 MiB+ apart
+      g_unwatched[(reinterpret_cast<uintptr_t>(&here) >> 23) % kStripes].n;  // stacks 8 MiB apart
   n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   return false;
 }

@@ -39,7 +39,8 @@ int g_enables = 0, g_disables = 0;  // EnableActivityKinds / DisableActivityKind
 int g_flushes_before_disable = 0;   // cuptiActivityFlushAll calls made before a disable
 int g_flushes = 0;
 std::vector<CUpti_CallbackId> g_nvtx_callbacks, g_api_callbacks, g_resource_callbacks;
-int g_attaches = 0, g_detaches = 0;  // AttachCupti (when detached) / DetachCupti calls
+int g_attaches = 0, g_detaches = 0;     // AttachCupti (when detached) / DetachCupti calls
+std::atomic<bool> g_no_context{false};  // cuCtxGetCurrent answers none (no context made yet)
 
 }  // namespace
 
@@ -111,6 +112,11 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext*, CUdevice) {
   return CUDA_ERROR_INVALID_DEVICE;
 }
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_ERROR_INVALID_DEVICE; }
+// The calling thread's context: one, unless g_no_context says none was made yet.
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext* ctx) {
+  *ctx = g_no_context ? nullptr : reinterpret_cast<CUcontext>(0x1);
+  return CUDA_SUCCESS;
+}
 CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle,
                                          CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -196,6 +202,7 @@ void DormantPush(const char* name) {
   const uint64_t generation = nvtx_shim::Generation();
   if (generation != t_dormant_generation) t_dormant_depth = 0, t_dormant_generation = generation;
   e.depth = nvtx_shim::Forwarding() ? t_dormant_depth++ : 0;
+  e.generation = generation;
   capture::DormantNvtx(e);
   if (nvtx_shim::Generation() != generation) {  // handed over in this push
     t_dormant_depth = 1;
@@ -808,9 +815,9 @@ TEST(CaptureWindows, DormantNvtxTriggerAttachesAtThePushAndDetachesAfter) {
   });
 }
 
-// Before the agent has started (DormantReady, the end of its initialisation inside cuInit), a
-// push of the range opens no window and attaches nothing: CUPTI attached while cuInit ran on
-// another thread hung processes. The next push after it does.
+// Before the agent has started (DormantReady, the end of its initialisation inside cuInit), and
+// before a context is made, a push of the range opens no window and attaches nothing (attached
+// then, processes hung or crashed); the next push after both does.
 TEST(CaptureWindows, DormantNvtxOpensNothingBeforeTheAgentHasStarted) {
   InChild([] {
     Setenv("KPROF_CAPTURE", "nvtx:step");
@@ -821,6 +828,12 @@ TEST(CaptureWindows, DormantNvtxOpensNothingBeforeTheAgentHasStarted) {
     EXPECT_TRUE(OutsideWindow());
     DormantPop();
     DormantReady();
+    g_no_context = true;  // cuInit has returned, no context is made yet: still nothing
+    DormantPush("step");
+    EXPECT_EQ(g_attaches, 0);
+    EXPECT_TRUE(OutsideWindow());
+    DormantPop();
+    g_no_context = false;
     DormantPush("step");
     EXPECT_EQ(g_attaches, 1);
     EXPECT_FALSE(OutsideWindow());
@@ -832,6 +845,7 @@ TEST(CaptureWindows, DormantNvtxOpensNothingBeforeTheAgentHasStarted) {
     EndCapture();
     ASSERT_EQ(Windows().size(), 1u);
     EXPECT_EQ(static_cast<CaptureEnd>(Windows()[0].rec.c), CaptureEnd::RangeEnded);
-    EXPECT_EQ(Meta("capture_range_seen"), "2");
+    EXPECT_EQ(Meta("capture_range_seen"), "3");
+    EXPECT_EQ(Meta("capture_range_before_context"), "1");
   });
 }

@@ -6,6 +6,7 @@
 // reduce-overhead loop. Every test skips cleanly when no GPU is present.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <set>
@@ -240,16 +241,44 @@ const std::vector<Case>& Matrix() {
 
 }  // namespace
 
-// Each case of the matrix, in both graph modes: the program unchanged, the window exact.
+// Whether a case opens its window before the program's first context ("--open cuinit").
+bool OpensBeforeContext(const Case& c) {
+  for (size_t i = 0; i + 1 < c.args.size(); ++i)
+    if (c.args[i] == "--open" && c.args[i + 1] == "cuinit") return true;
+  return false;
+}
+
+// Each case of the matrix, in both graph modes: the program unchanged, the window exact. In node
+// mode an nvtx: window is dormant (docs/capture.md "Dormant"), which opens no window before a
+// context is made: those cases run attached from the start there (KPROF_DORMANT=0), as before
+// issue 35, and DormantWindowBeforeTheContextOpensNothing runs them dormant.
 TEST(GpuCaptureFaults, MatrixOfWindowsAroundGraphs) {
   REQUIRE_GPU();
   for (const Case& c : Matrix()) {
     for (const std::string mode : {"graph", "node"}) {
       SCOPED_TRACE(std::string(c.name) + " " + mode);
+      const bool attached = mode == "node" && OpensBeforeContext(c) && c.options == kNvtx;
+      if (attached) setenv("KPROF_DORMANT", "0", 1);
       const Pair p = RunBoth(c.name, mode, c.options, c.args);
+      unsetenv("KPROF_DORMANT");
       ExpectExact(p, mode, c.name);
       ASSERT_EQ(p.rec.windows.size(), 1u) << c.name << " " << mode << "\n" << p.profiled.out;
     }
+  }
+}
+
+// Dormant (node mode), a window whose range is pushed after cuInit and before the first context:
+// no window, nothing recorded, the program unchanged (attaching CUPTI then crashed it: SIGSEGV,
+// H200, CUDA 13.0), and the run says why.
+TEST(GpuCaptureFaults, DormantWindowBeforeTheContextOpensNothing) {
+  REQUIRE_GPU();
+  for (const Case& c : Matrix()) {
+    if (!OpensBeforeContext(c) || c.options != kNvtx) continue;
+    SCOPED_TRACE(c.name);
+    const Pair p = RunBoth(std::string(c.name) + "_dormant", "node", c.options, c.args);
+    EXPECT_TRUE(p.rec.windows.empty()) << p.profiled.out;
+    EXPECT_EQ(p.rec.launch_calls + p.rec.node_kernels + p.rec.eager_kernels, 0u);
+    EXPECT_EQ(p.rec.run.processes.at(0).MetaU64("capture_range_before_context"), 1u);
   }
 }
 
