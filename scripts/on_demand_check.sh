@@ -99,12 +99,7 @@ check exit-mid-window "$([ "$sk" -gt 0 ]; echo $?)" "step_kernel=$sk; $(tr '\n' 
 # 4. Two DDP ranks record the same steps.
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   R3="$OUT/ddp"
-  rm -rf "$R3"
-  "$K" run -o "$R3" --quiet --calibrate off --pytorch off --on-demand -- \
-    python3 tests/gpu/scripts/ddp_steps.py 3000 > "$OUT/ddp_run.log" 2>&1 &
-  run=$!
-  wait_agents "$R3" 2
-  sleep 8
+  start_ddp "$R3" 3000 "$OUT/ddp_run.log"
   "$K" capture "$R3" --timeout 60 --step-range step --steps 3 > "$OUT/ddp_capture.txt" 2>&1
   dc=$?
   finish $run ddp

@@ -37,3 +37,14 @@ idx_ranges() {  # idx_ranges FILE WINDOW: the "idx N" range names of that window
   "$K" report "$1" --window "$2" --by range-path --format csv --top 0 --no-hints 2>/dev/null |
     grep -o 'idx [0-9]*' | sort -u | tr '\n' ' '
 }
+# start_ddp RUN STEPS LOG: a 2-rank DDP job (tests/gpu/scripts/ddp_steps.py; DDP_BACKEND as
+# exported) under kprof run --on-demand in the background, its pid in `run`, once both ranks are
+# dormant and a few seconds on (PyTorch's import and the process group).
+start_ddp() {
+  rm -rf "$1"
+  "$K" run -o "$1" --quiet --calibrate off --pytorch off --on-demand -- \
+    python3 tests/gpu/scripts/ddp_steps.py "$2" > "$3" 2>&1 &
+  run=$!
+  wait_agents "$1" 2
+  sleep 8
+}

@@ -26,12 +26,7 @@ export DDP_BACKEND=nccl
 
 # 1. On demand, two windows.
 R="$OUT/od"
-rm -rf "$R"
-"$K" run -o "$R" --quiet --calibrate off --pytorch off --on-demand -- \
-  python3 tests/gpu/scripts/ddp_steps.py 4000 > "$OUT/od_run.log" 2>&1 &
-run=$!
-wait_agents "$R" 2
-sleep 8
+start_ddp "$R" 4000 "$OUT/od_run.log"
 for w in 1 2; do
   "$K" capture "$R" --timeout 60 --step-range step --steps 3 > "$OUT/od_capture$w.txt" 2>&1
   echo "capture $w exit $?" >> "$OUT/od_capture$w.txt"

@@ -204,15 +204,11 @@ void OnDemandNvtx(const NvtxEvent& e) {
   }
 }
 
-// The range's push (or start) opens a window: CUPTI is attached first, on the program's thread,
-// and gets the push after this (nvtx_shim.h). Its pop (or end) closes the window; the control
-// thread detaches CUPTI after (on_demand.cpp, StartDormant).
 std::atomic<uint64_t> g_attach_ns_max{0};
 std::atomic<uint64_t> g_before_context{0};
 
 namespace {
 
-// The range's push or start: CUPTI attached, the window opened.
 // Whether CUPTI may be attached now: cuInit has returned (a device can be counted) and a context
 // has been made: this thread's current one, or a device's primary context, retained (which waits
 // for a making under way on another thread). Attaching while cuInit or the first context was
@@ -232,6 +228,7 @@ bool CudaSettled() {
   return true;
 }
 
+// The range's push or start: CUPTI attached, the window opened.
 __attribute__((noinline)) void DormantBegin(const NvtxEvent& e) {
   State& s = S();
   const bool start = e.kind == NvtxEvent::Kind::Start;
@@ -311,7 +308,10 @@ void WatchDormantRange() {
   nvtx_shim::Watch(true);
 }
 
-// The pushes of the range (and, attached, every push, pop, start and end) come here.
+// The pushes of the range (and, attached, every push, pop, start and end) come here. The range's
+// push (or start) opens a window: CUPTI is attached first, on the program's thread, and gets the
+// push after this (nvtx_shim.h). Its pop (or end) closes the window; the control thread detaches
+// CUPTI after (on_demand.cpp, StartDormant).
 void DormantNvtx(const NvtxEvent& e) {
   if (e.kind == NvtxEvent::Kind::Push || e.kind == NvtxEvent::Kind::Start) {
     // (Counted without a locked instruction; threads pushing at once may lose a count.)
