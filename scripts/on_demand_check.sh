@@ -17,7 +17,7 @@
 # demand, nvtx:never); NVTX push+pop (plain, on demand, watched by an nvtx:never trigger); and,
 # after three windows (on demand; and --capture nvtx:step --capture-count 3, trigger_after.tsv),
 # the host time of kernel launches and NVTX pairs of a program without graphs (CUPTI detached) and
-# of graph launches of one with graphs (CUPTI stays attached), each against the same program plain
+# of graph launches of one with graphs (CUPTI detached too), each against the same program plain
 # over the same steps (after_windows.tsv).
 #   scripts/on_demand_check.sh OUT [BUILD=build] [ROUNDS=5]
 set -uo pipefail
@@ -174,8 +174,8 @@ check same-as-capture-nograph \
   "$(diff "$OUT/nograph_on_demand3.summary" "$OUT/nograph_capture3.summary" | head -10 | tr '\n' '|')"
 
 # 6. --capture nvtx:step --capture-count 3, dormant until the push (docs/capture.md "Dormant"):
-#    each window exactly one step, with graphs (CUPTI stays attached after the first window) and
-#    without (detached after each window, attached again at the next push).
+#    each window exactly one step, with graphs and without (CUPTI detached after each window,
+#    attached again at the next push; with graphs, the run exits 0: no fault after detaching).
 for kind in graph nograph; do
   R6="$OUT/trigger_$kind"
   rm -rf "$R6"
@@ -227,7 +227,7 @@ if [ "${MEASURE:-0}" = 1 ]; then
     printf "%s\t%s\t%s\t%s\n" "$r" "$p" "$o" "$w" >> "$OUT/nvtx.tsv"
     # After windows. A program without graphs (CUPTI detached after each window): three 3-step
     # windows, then its kernel launches and NVTX pairs, against the same program plain over the
-    # same steps. A program with graphs (CUPTI stays attached): its graph launches after them.
+    # same steps. A program with graphs (CUPTI detached too): its graph launches after them.
     for kind in nograph graph; do
       env_graph=$([ $kind = nograph ] && echo ON_DEMAND_NO_GRAPH=1 || echo ON_DEMAND_UNUSED=1)
       env "$env_graph" ON_DEMAND_NVTX=1 ON_DEMAND_TIMES="$OUT/m/pl${kind}${r}_times.txt" "$S" 800 7 1000 5 > "$OUT/m/pl${kind}$r.log" 2>&1

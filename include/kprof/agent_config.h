@@ -75,7 +75,7 @@ struct DiagnosticKnobs {
   bool graph_names = true;             ///< KPROF_GRAPH_NAMES=0: no kernel names of graph nodes
   bool device_graphs = true;           ///< KPROF_DEVICE_GRAPHS=0: no device-launched graphs
   bool on_demand_detach = true;  ///< KPROF_ON_DEMAND_DETACH=0: CUPTI stays attached after a window
-  bool on_demand_detach_graphs = false;  ///< KPROF_ON_DEMAND_DETACH=force: after graphs too
+  bool on_demand_hold = true;  ///< KPROF_ON_DEMAND_DETACH=nohold: GPU records off at a window's end
   /// KPROF_DORMANT=0: --capture nvtx:NAME attaches CUPTI from the start (as before issue 35)
   bool dormant_nvtx = true;
   uint64_t buffer_mb = 0;         ///< KPROF_BUFFER_MB (1..256): CUPTI buffer size; 0 = default

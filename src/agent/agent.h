@@ -180,9 +180,11 @@ bool AttachCupti(std::string* why);
 /// the program's next successful synchronization: CUPTI allows it only in an API callback, and
 /// work still in flight must not outlive CUPTI). False when none came within `timeout_ms` or
 /// `stop` was set: the detachment then happens at the next one.
-/// No detachment after a CUDA graph was launched while attached (`why` says so; the knob
-/// KPROF_ON_DEMAND_DETACH=force detaches all the same).
-bool DetachCupti(int timeout_ms, const std::atomic<bool>& stop, std::string* why);
+/// The GPU work's records held on after the window are switched off in the same callback, just
+/// before cuptiFinalize (a graph launched with them off between would fault after: attach.cpp).
+bool DetachCupti(int timeout_ms, const std::atomic<bool>& stop);
+/// How many graph launches on other threads waited for a detachment.
+uint64_t LaunchesThatWaitedForDetachment();
 /// A detachment still waiting for a synchronization is called off (the process is ending).
 void CancelDetach();
 /// How many times CUPTI was detached so far.

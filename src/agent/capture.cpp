@@ -127,7 +127,14 @@ int Sync(State& s) {
     // first, the nodes of a window's last graph launch got the end times of a launch after the
     // window (H200, CUDA 13.0, node mode: each window's last launch, nodes "lasting" 260-530 ms).
     KPROF_CUPTI(cuptiActivityFlushAll(0), "complete a window's records (its last ones may be off)");
-    DisableActivityKinds(s.kinds, g_api);
+    // Dormant, CUPTI is detached after the window: the GPU work's records stay on until then (a
+    // graph launched with them off faults after cuptiFinalize: attach.cpp); what they record
+    // after the window is left out (AdmitGraphWork).
+    s.held = A().dormant && Knobs().on_demand_detach && Knobs().on_demand_hold
+                 ? s.kinds & (kKindKernel | kKindMemcpy | kKindMemset)
+                 : 0;
+    if (s.held != 0) HoldGpuWork();
+    DisableActivityKinds(s.kinds & ~s.held, g_api);
   }
   s.kinds_on = s.want_on;
   g_switching = false;

@@ -50,6 +50,9 @@ bool ActivePrimaryContext(CUdevice* device);
 void CaptureAttached(CUpti_SubscriberHandle subscriber);
 /// CUPTI was detached: nothing is switched on any more.
 void CaptureDetached();
+/// The GPU work's records (kernels, copies, memsets) held on after a window are switched off
+/// (just before cuptiFinalize: attach.cpp says why they are held).
+void ReleaseHeldKinds();
 /// Opens a window now (kprof capture --duration); false when one is open.
 bool OpenOnDemand();
 /// Closes the open window, if any.
@@ -78,8 +81,8 @@ WindowStatus CaptureStatus();
 /// CUPTI and open a window.
 void DormantReady();
 /// CUPTI is to be detached after a window (DetachCupti: at the program's next synchronization,
-/// unless a window opens first); false when a window is open. `why` says why CUPTI stays.
-bool DetachAfterWindow(const std::atomic<bool>& stop, std::string* why);
+/// unless a window opens first); false when a window is open.
+bool DetachAfterWindow(const std::atomic<bool>& stop);
 
 /// Ends the windows at the end of collection: an open one is recorded as ended with the process;
 /// the timer stops; the number of windows and the NVTX ranges seen go to the meta. Idempotent.

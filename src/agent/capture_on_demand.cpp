@@ -79,6 +79,15 @@ void CaptureDetached() {
   std::lock_guard<std::mutex> lock(s.mu);
   s.kinds_on = false;
   s.want_on = false;
+  s.held = 0;
+}
+
+void ReleaseHeldKinds() {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.held == 0 || s.open) return;
+  DisableActivityKinds(s.held, ApiRecords::Kind);  // (no API kind among them)
+  s.held = 0;
 }
 
 bool OpenOnDemand() {
@@ -169,11 +178,11 @@ const char* RangeText() {
 
 void DormantReady() { g_agent_ready.store(true, std::memory_order_release); }
 
-bool DetachAfterWindow(const std::atomic<bool>& stop, std::string* why) {
+bool DetachAfterWindow(const std::atomic<bool>& stop) {
   std::lock_guard<std::mutex> attach(g_attach_mu);
   if (CaptureStatus().open) return false;
   // (Not waited for here: a program's thread may want to attach for its next window meanwhile.)
-  DetachCupti(0, stop, why);
+  DetachCupti(0, stop);
   return true;
 }
 

@@ -124,16 +124,6 @@ std::string StepWindow(const ondemand::Request& r) {
   return "";
 }
 
-// Why CUPTI stays attached after the windows, once in the run's meta.
-void NoteStaysAttached(const std::string& why) {
-  static std::once_flag once;
-  std::call_once(once, [&] {
-    Agent& a = A();
-    std::lock_guard<std::mutex> lock(a.side_mu);
-    a.side_meta.emplace_back("on_demand_stays_attached", why);
-  });
-}
-
 void Handle(const ondemand::Request& r) {
   Control& c = C();
   c.presence.last_request = r.id;
@@ -175,10 +165,8 @@ void Handle(const ondemand::Request& r) {
   ondemand::WriteWhole(File(r.id, "done"), ondemand::FormatDone(done), nullptr);
   if (c.stop) return;  // the process is ending: its end flushes, attached or not
   // Detaching (cuptiFinalize) gives the program its plain speed back; the next window attaches
-  // again. Not after a graph launch (DetachCupti), nor with KPROF_ON_DEMAND_DETACH=0.
-  std::string stays;
-  if (Knobs().on_demand_detach && !DetachCupti(kDetachWaitMs, c.stop, &stays) && !stays.empty())
-    NoteStaysAttached(stays);
+  // again. Not with KPROF_ON_DEMAND_DETACH=0.
+  if (Knobs().on_demand_detach) DetachCupti(kDetachWaitMs, c.stop);
   SetState(A().attached ? "attached" : "dormant");
 }
 
@@ -253,9 +241,7 @@ void DormantLoop() {
     const uint64_t requests = AttachRequests();
     if (st.open || !A().attached || requests == asked) continue;
     if (Knobs().on_demand_detach) {
-      std::string stays;
-      if (!DetachAfterWindow(c.stop, &stays)) continue;  // the next window is open already
-      if (!stays.empty()) NoteStaysAttached(stays);
+      if (!DetachAfterWindow(c.stop)) continue;  // the next window is open already
     }
     asked = requests;
   } while (Sleep(kPoll));
@@ -312,6 +298,8 @@ void EndOnDemand() {
     Agent& a = A();
     std::lock_guard<std::mutex> lock(a.side_mu);
     a.side_meta.emplace_back("cupti_detachments", std::to_string(Detachments()));
+    if (const uint64_t waits = LaunchesThatWaitedForDetachment(); waits != 0)
+      a.side_meta.emplace_back("graph_launches_waited_for_detach", std::to_string(waits));
   }
   SetState("ended");
 }

@@ -154,6 +154,7 @@ void ProcessBuffer(Agent& a, Interner& strings, std::vector<Record>& staging, ui
           by_name[KernelActivityName(rec)] += out.DurationNs();
         break;
       case ConvertResult::MissingTimestamp:
+        if (HeldWorkWithoutTimes(out)) break;
         // A kernel replayed for its counters: CUPTI gives it no times; the replay measured them.
         if (out.Kind() == RecordKind::Kernel) {
           a.deferred.push_back(out);

@@ -121,10 +121,11 @@ TEST(AgentConfig, DiagnosticKnobsAreApartFromTheSettings) {
   EXPECT_FALSE(k.graph_names);
   EXPECT_TRUE(k.capture_api_ids);
   EXPECT_FALSE(k.on_demand_detach);
-  EXPECT_FALSE(k.on_demand_detach_graphs);
+  EXPECT_TRUE(k.on_demand_hold);
   EXPECT_TRUE(ReadDiagnosticKnobs(Env({}).Get()).on_demand_detach);  // by default
-  EXPECT_TRUE(
-      ReadDiagnosticKnobs(Env({"KPROF_ON_DEMAND_DETACH=force"}).Get()).on_demand_detach_graphs);
+  const DiagnosticKnobs nohold = ReadDiagnosticKnobs(Env({"KPROF_ON_DEMAND_DETACH=nohold"}).Get());
+  EXPECT_FALSE(nohold.on_demand_hold);
+  EXPECT_TRUE(nohold.on_demand_detach);
   EXPECT_TRUE(k.counters_evaluate);
   EXPECT_FALSE(k.backtrace);
   // None of them is a setting kprof run writes.
