@@ -76,7 +76,7 @@ struct DiagnosticKnobs {
   bool device_graphs = true;           ///< KPROF_DEVICE_GRAPHS=0: no device-launched graphs
   bool on_demand_detach = true;  ///< KPROF_ON_DEMAND_DETACH=0: CUPTI stays attached after a window
   bool on_demand_hold = true;  ///< KPROF_ON_DEMAND_DETACH=nohold: GPU records off at a window's end
-  /// KPROF_DORMANT=0: --capture nvtx:NAME attaches CUPTI from the start (as before issue 35)
+  /// KPROF_DORMANT=0: --capture nvtx:NAME and --delay attach CUPTI from the start (as before)
   bool dormant_nvtx = true;
   uint64_t buffer_mb = 0;         ///< KPROF_BUFFER_MB (1..256): CUPTI buffer size; 0 = default
   uint64_t device_buffer_mb = 0;  ///< KPROF_DEVICE_BUFFER_MB (1..1024); 0 = default
@@ -85,10 +85,11 @@ struct DiagnosticKnobs {
 DiagnosticKnobs ReadDiagnosticKnobs(const std::function<const char*(const char*)>& get);
 
 /// Whether the agent stays dormant, CUPTI not attached, until a window opens, and detaches it
-/// again after (docs/capture.md, "Dormant"): on demand, and for --capture nvtx:NAME, whose
-/// trigger kprof's own NVTX handlers watch, unless a --delay must be timed from the first context,
-/// hardware counters were asked for (they are set up at the start), graph-level tracing was asked
-/// for explicitly (graph_trace "graph": it needs CUPTI from the start), or KPROF_DORMANT=0.
+/// again after (docs/capture.md, "Dormant"): on demand; for --capture nvtx:NAME, whose trigger
+/// kprof's own NVTX handlers watch, unless a --delay arms it; and for a --delay of the whole
+/// process, which the agent's control thread times. Not when hardware counters were asked for
+/// (they are set up at the start), graph-level tracing was asked for explicitly (graph_trace
+/// "graph": it needs CUPTI from the start), or KPROF_DORMANT=0 (on demand excepted).
 bool DormantCapture(const AgentConfig& c, const DiagnosticKnobs& k);
 
 }  // namespace kprof

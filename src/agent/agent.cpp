@@ -276,11 +276,16 @@ int Initialize() {
     MetaList setup;
     ConfigureCapture(cfg, problems, setup);
     StartCapture(nullptr, a.kinds);
-    setup.emplace_back(a.on_demand ? "on_demand" : "dormant",
-                       a.on_demand ? "dormant until kprof capture" : "until the range");
+    const bool delayed = cfg.capture.empty();  // a --delay: the control thread times it
+    setup.emplace_back(a.on_demand ? "on_demand" : "dormant", a.on_demand
+                                                                  ? "dormant until kprof capture"
+                                                              : delayed ? "until the delay"
+                                                                        : "until the range");
     a.writer.WriteMeta(setup);
     StartCollecting();
-    if (a.on_demand ? !StartOnDemand(dir, rank) : !StartDormant())
+    if (a.on_demand ? !StartOnDemand(dir, rank)
+        : delayed   ? !StartDelayed(cfg.delay_ms, cfg.duration_ms)
+                    : !StartDormant())
       a.writer.WriteMeta({{"on_demand_problem", "no control thread"}});
     if (!a.on_demand) DormantReady();
     return 1;
@@ -372,13 +377,14 @@ kprof::agent::nvtx_shim::CuptiInit CuptiNvtxEntry() {
 }
 
 // What the agent will decide (Initialize), decided alike at the first NVTX call, which may come
-// before CUDA's: 0 attached from the start, 1 on demand, 2 dormant until --capture nvtx:NAME.
+// before CUDA's: 0 attached from the start, 1 on demand, 2 dormant until --capture nvtx:NAME, 3
+// dormant until --delay has passed.
 int DormantRun() {
   static const int kind = [] {
     std::vector<kprof::ConfigProblem> problems;
     const kprof::AgentConfig cfg = kprof::ReadAgentConfig(std::getenv, problems);
     if (!kprof::DormantCapture(cfg, kprof::agent::Knobs())) return 0;
-    return cfg.capture == "on-demand" ? 1 : 2;
+    return cfg.capture == "on-demand" ? 1 : cfg.capture.empty() ? 3 : 2;
   }();
   return kind;
 }
@@ -399,8 +405,8 @@ KPROF_EXPORT int InitializeInjectionNvtx2(const void* get_export_table) {
   const auto get = reinterpret_cast<NvtxGetExportTableFunc_t>(get_export_table);
   if (const int dormant = DormantRun(); dormant != 0) {
     namespace shim = kprof::agent::nvtx_shim;
-    shim::SetSink(dormant == 1 ? &kprof::agent::capture::OnDemandNvtx
-                               : &kprof::agent::capture::DormantNvtx);
+    shim::SetSink(dormant == 2 ? &kprof::agent::capture::DormantNvtx
+                               : &kprof::agent::capture::OnDemandNvtx);
     if (dormant == 2) kprof::agent::capture::WatchDormantRange();
     return shim::Adopt(get);
   }

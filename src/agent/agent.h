@@ -180,8 +180,7 @@ bool AttachCupti(std::string* why);
 /// the program's next successful synchronization: CUPTI allows it only in an API callback, and
 /// work still in flight must not outlive CUPTI). False when none came within `timeout_ms` or
 /// `stop` was set: the detachment then happens at the next one.
-/// The GPU work's records held on after the window are switched off in the same callback, just
-/// before cuptiFinalize (a graph launched with them off between would fault after: attach.cpp).
+/// Graph launches under way on other threads are waited for, and wait in turn (attach.cpp).
 bool DetachCupti(int timeout_ms, const std::atomic<bool>& stop);
 /// How many graph launches on other threads waited for a detachment.
 uint64_t LaunchesThatWaitedForDetachment();
@@ -200,6 +199,10 @@ bool StartOnDemand(const std::string& run_dir, const std::string& rank);
 /// window and stops kprof's NVTX handlers after the last. False (with a line on stderr) when no
 /// thread could be made (CUPTI then stays attached after a window).
 bool StartDormant();
+/// Starts the control thread of a dormant --delay run: it attaches CUPTI and opens the window
+/// `delay_ms` after the program's first primary context, closes it after `duration_ms` (0: at
+/// the process's end) and detaches CUPTI. False (with a line on stderr) when no thread was made.
+bool StartDelayed(uint64_t delay_ms, uint64_t duration_ms);
 /// A window of a dormant run closed: the control thread detaches CUPTI now rather than at its
 /// next look (20 ms).
 void WakeControl();

@@ -4,13 +4,14 @@
 //   synchronization it leaves the program at its own speed, and CUPTI attaches again for the next
 //   window, any number of times.
 // - A CUDA graph launched while CUPTI was attached with the GPU work's records (kernels, copies
-//   or memsets) switched off faults at its first launch after cuptiFinalize ("unspecified launch
-//   failure"), unless it was launched again with them on before (tests/gpu/probes,
-//   measurements/h200-2026-11-27g-issue35-graph-detach: 4 of 4 each way). So after a window
-//   those records stay on ("held", capture.cpp; what they bring after the window is left out,
-//   capture_graphs.cpp) until the detachment switches them off and calls cuptiFinalize at once,
-//   in one callback, graph launches on other threads waiting meanwhile.
-//   KPROF_ON_DEMAND_DETACH=nohold switches them off as a window closes, to see the fault.
+//   and memsets) all switched off faults at its first launch after cuptiFinalize ("unspecified
+//   launch failure"), unless it was launched again with them on before (tests/gpu/probes,
+//   measurements/h200-2026-11-27g-issue35-graph-detach: 20 of 20 such runs, 0 of 46 with them
+//   on). So, dormant, a graph launched outside the windows while CUPTI is attached is launched
+//   with them switched on, from its call's entry to its exit (GraphLaunchOutsideWindows; its work
+//   is left out as the windows' graph work is kept, by its launch's correlation id), and the
+//   detachment waits for graph launches under way, which wait for it in turn.
+//   KPROF_ON_DEMAND_DETACH=nohold launches them with the records off, to see the fault.
 // - a duration window closes at the program's next synchronization: graph nodes still running
 //   when a window closed got, once recorded, the end times of a later launch.
 #include <cuda.h>
@@ -21,8 +22,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "agent/agent.h"
 #include "agent/capture.h"
@@ -40,10 +43,16 @@ std::atomic<uint64_t> g_attach_requests{0};  // AttachCupti calls that succeeded
 std::mutex g_detach_mu;
 std::condition_variable g_detach_cv;  // a detachment or a closing was made
 
-// From the held records' switching off to cuptiFinalize: graph launches on other threads wait.
+// A detachment under way: graph launches on other threads wait before they begin, and the
+// detachment waits for those under way to return (cuptiFinalize racing a launch). Atomics only:
+// a waiting launch holds no mutex (cuptiFinalize may wait for callbacks in progress).
 std::atomic<bool> g_detaching{false};
+std::atomic<int> g_launches{0};         // graph launches between their outermost entry and exit
+std::atomic<uint64_t> g_generation{0};  // detachments made: a thread's depth from before is stale
+thread_local int t_launch_depth = 0;    // this thread's graph-launch calls under way
+thread_local uint64_t t_launch_generation = 0;
 std::atomic<uint64_t> g_launch_waits{0};  // graph launches that waited for a detachment
-constexpr auto kLaunchWait = std::chrono::seconds(1);  // at most, then they go on
+constexpr auto kLaunchWait = std::chrono::seconds(1);  // at most, then either side goes on
 
 constexpr CUpti_CallbackId kRuntimeSyncs[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
@@ -82,41 +91,85 @@ bool SynchronizedHere(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
   return false;
 }
 
-// A graph launch on another thread while a detachment is made waits for it (launched between
-// the held records' switching off and cuptiFinalize, its next launch would fault).
-void WaitForDetachment() {
-  if (!g_detaching.load(std::memory_order_acquire)) return;
-  g_launch_waits.fetch_add(1);
-  std::unique_lock<std::mutex> lock(g_detach_mu);
-  g_detach_cv.wait_for(lock, kLaunchWait, [] { return !g_detaching.load(); });
+// Waits (yielding) until `done` or kLaunchWait has passed; false when it has passed.
+template <typename Done>
+bool WaitBriefly(Done done) {
+  const auto until = std::chrono::steady_clock::now() + kLaunchWait;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  return true;
+}
+
+// The entry of a graph-launch call: true for the outermost (the driver's call inside the
+// runtime's is not), counted under way once no detachment is (or it waited kLaunchWait).
+bool GraphLaunchEntered() {
+  if (const uint64_t g = g_generation.load(); t_launch_generation != g) {
+    t_launch_depth = 0;
+    t_launch_generation = g;
+  }
+  if (t_launch_depth++ > 0) return false;
+  bool waited = false;
+  while (true) {
+    g_launches.fetch_add(1);
+    if (!g_detaching.load()) return true;
+    g_launches.fetch_sub(1);
+    if (!waited) g_launch_waits.fetch_add(1);
+    waited = true;
+    if (!WaitBriefly([] { return !g_detaching.load(); })) {
+      g_launches.fetch_add(1);  // goes on
+      return true;
+    }
+  }
+}
+
+// The exit of a graph-launch call: true for the outermost (then LaunchDone after its work).
+bool GraphLaunchReturned() {
+  if (t_launch_generation != g_generation.load() || t_launch_depth == 0) return false;
+  return --t_launch_depth == 0;
+}
+void LaunchDone() { g_launches.fetch_sub(1); }
+
+// Graph launches outside the windows get the GPU work's kinds on (above).
+bool SwitchForLaunches() {
+  return A().dormant && Knobs().on_demand_detach && Knobs().on_demand_hold;
 }
 
 // Detaches CUPTI, inside the exit callback of a synchronization. (No CUPTI call is made while
-// g_detach_mu is held, another thread perhaps waiting for it inside a callback, but
-// cuptiFinalize, which the mutex serialises with calling the detachment off.)
+// g_detach_mu is held but cuptiFinalize, which the mutex serialises with attaching; a graph
+// launch waits for a detachment without it.)
 void FinalizeHere() {
-  if (!g_finalize.load()) return;
-  // The held records off and cuptiFinalize with no graph launch between (above).
-  g_detaching = true;
-  ReleaseHeldKinds();
+  {
+    std::lock_guard<std::mutex> lock(g_detach_mu);
+    if (!g_finalize.exchange(false)) return;
+    g_detaching = true;
+  }
+  WaitBriefly([] { return g_launches.load() == 0; });  // launches under way on other threads
   bool failed = false;
   {
     std::lock_guard<std::mutex> lock(g_detach_mu);
-    if (g_finalize.exchange(false)) {
-      Agent& a = A();
-      nvtx_shim::TakeBack(/*finalized=*/true);  // CUPTI's NVTX handlers are not called after this
-      if (!KPROF_CUPTI(cuptiFinalize(), "detach CUPTI after a window (it stays attached)")) {
-        failed = true;
-      } else {
-        CaptureDetached();
-        {
-          std::lock_guard<std::mutex> pool(a.pool_mu);
-          a.lent.clear();  // all came back with the flush before; CUPTI holds none now
+    Agent& a = A();
+    nvtx_shim::TakeBack(/*finalized=*/true);  // CUPTI's NVTX handlers are not called after this
+    if (!KPROF_CUPTI(cuptiFinalize(), "detach CUPTI after a window (it stays attached)")) {
+      failed = true;
+    } else {
+      CaptureDetached();
+      {
+        // A buffer CUPTI took after the flush before never comes back: it is kprof's again.
+        std::lock_guard<std::mutex> pool(a.pool_mu);
+        for (const auto& [buf, lending] : a.lent) {
+          std::memset(buf, 0, g_buffer_bytes);  // CUPTI is told buffers arrive zeroed
+          a.free_buffers.push_back(buf);
         }
-        a.subscriber = nullptr;
-        a.attached = false;
-        g_detachments.fetch_add(1);
+        a.lent.clear();
+        a.pool_cv.notify_all();
       }
+      a.subscriber = nullptr;
+      a.attached = false;
+      g_detachments.fetch_add(1);
+      g_generation.fetch_add(1);
+      g_launches = 0;
     }
     g_detaching = false;
     g_detach_cv.notify_all();
@@ -133,9 +186,15 @@ bool AttachCuptiOnce(std::string* why);
 }  // namespace
 
 bool OnAttachCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
-  if (IsGraphLaunchCall(domain, cbid) &&
-      static_cast<const CUpti_CallbackData*>(data)->callbackSite == CUPTI_API_ENTER)
-    WaitForDetachment();
+  if (IsGraphLaunchCall(domain, cbid)) {
+    if (static_cast<const CUpti_CallbackData*>(data)->callbackSite == CUPTI_API_ENTER) {
+      if (GraphLaunchEntered() && SwitchForLaunches()) GraphLaunchOutsideWindows(true);
+    } else if (GraphLaunchReturned()) {
+      if (SwitchForLaunches()) GraphLaunchOutsideWindows(false);
+      LaunchDone();
+    }
+    return false;  // (the windows' graph launches are noted too: capture_graphs.cpp)
+  }
   if (!g_finalize.load(std::memory_order_acquire) &&
       !g_close_at_sync.load(std::memory_order_acquire))
     return false;
@@ -189,7 +248,9 @@ bool AttachCuptiOnce(std::string* why) {
   Agent& a = A();
   bool attached = false, cancelled = false;
   {
-    std::lock_guard<std::mutex> lock(g_detach_mu);
+    std::unique_lock<std::mutex> lock(g_detach_mu);
+    // A detachment under way is let finish (then CUPTI is attached again, below).
+    g_detach_cv.wait_for(lock, std::chrono::seconds(2), [] { return !g_detaching.load(); });
     attached = a.attached;
     // Still attached: a detachment that waited for a synchronization in vain is called off.
     if (attached) cancelled = g_finalize.exchange(false);

@@ -127,14 +127,9 @@ int Sync(State& s) {
     // first, the nodes of a window's last graph launch got the end times of a launch after the
     // window (H200, CUDA 13.0, node mode: each window's last launch, nodes "lasting" 260-530 ms).
     KPROF_CUPTI(cuptiActivityFlushAll(0), "complete a window's records (its last ones may be off)");
-    // Dormant, CUPTI is detached after the window: the GPU work's records stay on until then (a
-    // graph launched with them off faults after cuptiFinalize: attach.cpp); what they record
-    // after the window is left out (AdmitGraphWork).
-    s.held = A().dormant && Knobs().on_demand_detach && Knobs().on_demand_hold
-                 ? s.kinds & (kKindKernel | kKindMemcpy | kKindMemset)
-                 : 0;
-    if (s.held != 0) HoldGpuWork();
-    DisableActivityKinds(s.kinds & ~s.held, g_api);
+    // (A graph launch outside the windows under way on another thread switches the GPU work's
+    // kinds off itself when it returns: GraphLaunchOutsideWindows.)
+    DisableActivityKinds(s.kinds & ~(s.outside_launches > 0 ? kGpuWorkKinds : 0u), g_api);
   }
   s.kinds_on = s.want_on;
   g_switching = false;

@@ -50,11 +50,17 @@ bool ActivePrimaryContext(CUdevice* device);
 void CaptureAttached(CUpti_SubscriberHandle subscriber);
 /// CUPTI was detached: nothing is switched on any more.
 void CaptureDetached();
-/// The GPU work's records (kernels, copies, memsets) held on after a window are switched off
-/// (just before cuptiFinalize: attach.cpp says why they are held).
-void ReleaseHeldKinds();
-/// Opens a window now (kprof capture --duration); false when one is open.
-bool OpenOnDemand();
+/// The outermost callback of a graph launch made while CUPTI is attached and no window is open
+/// (dormant): the GPU work's kinds (kernels, copies, memsets) are switched on from its entry
+/// (`enter`) to its exit, so that the graph is never launched attached with them off (attach.cpp
+/// says why); its work is left out as outside the windows (AdmitGraphWork).
+void GraphLaunchOutsideWindows(bool enter);
+/// How many graph launches GraphLaunchOutsideWindows switched the kinds on for, so far.
+uint64_t GraphLaunchesOutsideWindows();
+/// Opens a window now (kprof capture --duration; a dormant --delay's, with its trigger); false
+/// when one is open.
+bool OpenOnDemand(CaptureTrigger trigger = CaptureTrigger::OnDemand,
+                  const char* by = "kprof capture");
 /// Closes the open window, if any.
 void CloseOnDemand(CaptureEnd why);
 /// Notes the begin times (WallNs) of the NVTX range `range` from now on ("" stops).

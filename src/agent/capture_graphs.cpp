@@ -45,10 +45,6 @@ std::atomic<bool> g_open{false};
 std::atomic<uint64_t> g_window{0};  // the open window's number
 std::atomic<bool> g_ids{true};      // the callbacks give correlation ids
 std::atomic<uint64_t> g_kept{0}, g_left_out{0};
-// The GPU work's records were held on after a window (HoldGpuWork): those of work outside the
-// windows are left out, and counted.
-std::atomic<bool> g_held{false};
-std::atomic<uint64_t> g_held_left_out{0};
 
 // True when a graph launch with this correlation id was made inside a window.
 bool LaunchedInside(uint32_t correlation) {
@@ -166,15 +162,7 @@ bool AdmitGraphWork(const Record& r) {
       (r.Kind() == RecordKind::DriverApi && IsGraphLaunchCall(CUPTI_CB_DOMAIN_DRIVER_API, r.a));
   // The calls are not counted in the meta: their work is.
   if (call) return g_ids.load() ? LaunchedInside(r.correlation) : InsideSpan(r.start_ns);
-  if (!launch && GraphNodeOf(r) == 0) {  // not a graph's work
-    const RecordKind k = r.Kind();
-    if (!g_held.load(std::memory_order_relaxed) ||
-        (k != RecordKind::Kernel && k != RecordKind::Memcpy && k != RecordKind::Memset) ||
-        InsideSpan(r.start_ns))
-      return true;
-    g_held_left_out.fetch_add(1, std::memory_order_relaxed);
-    return false;
-  }
+  if (!launch && GraphNodeOf(r) == 0) return true;  // not a graph's work
   bool kept = false;
   if ((launch && (r.flags & kGraphLaunchFromDevice) != 0) || !g_ids.load())
     kept = InsideSpan(r.start_ns);
@@ -184,20 +172,7 @@ bool AdmitGraphWork(const Record& r) {
   return kept;
 }
 
-void HoldGpuWork() { g_held = true; }
-
-bool HeldWorkWithoutTimes(const Record& r) {
-  const RecordKind k = r.Kind();
-  if (!g_held.load(std::memory_order_relaxed) || g_open.load() ||
-      (k != RecordKind::Kernel && k != RecordKind::Memcpy && k != RecordKind::Memset))
-    return false;
-  g_held_left_out.fetch_add(1, std::memory_order_relaxed);
-  return true;
-}
-
 void GraphWorkMeta(std::vector<std::pair<std::string, std::string>>& meta) {
-  if (g_held.load())
-    meta.emplace_back("capture_held_records_outside", std::to_string(g_held_left_out));
   meta.emplace_back("capture_graph_records_kept", std::to_string(g_kept));
   meta.emplace_back("capture_graph_records_outside", std::to_string(g_left_out));
   meta.emplace_back("capture_graph_match", g_ids.load() ? "correlation" : "time");

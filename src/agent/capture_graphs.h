@@ -37,15 +37,7 @@ void GraphWindowClosed(uint64_t ns);
 /// and for anything but a graph launch and its work. A graph launch's call, the launch (graph
 /// mode) or a node's kernel, copy or memset (node mode) belongs to the window open when the call
 /// was made; a launch from the GPU to the window its start falls in.
-/// Once the GPU work's records were held on after a window (HoldGpuWork), also any kernel, copy
-/// or memset that is not a graph's and started outside the windows is left out.
 bool AdmitGraphWork(const Record& r);
-/// The GPU work's records stay on after a window, until CUPTI is detached (attach.cpp).
-void HoldGpuWork();
-/// A kernel, copy or memset record without times while they are held on and no window is open:
-/// work the detachment's forced flush found running after a window, left out (and counted with
-/// the others) rather than counted as a window's lost timestamps.
-bool HeldWorkWithoutTimes(const Record& r);
 /// The counts for the run's meta: capture_graph_records_kept, _outside, capture_graph_match.
 void GraphWorkMeta(std::vector<std::pair<std::string, std::string>>& meta);
 

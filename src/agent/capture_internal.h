@@ -51,9 +51,10 @@ struct State {
   // a switch waits for a context (Sync).
   bool kinds_on = false;
   bool want_on = false;
-  // Dormant, the GPU work's kinds stay on after a window until CUPTI is detached (attach.cpp):
-  // those of `kinds` held on now.
-  uint32_t held = 0;
+  // Dormant, a graph launched outside the windows while CUPTI is attached is launched with the GPU
+  // work's kinds on (attach.cpp says why): how many such launches are under way now.
+  int outside_launches = 0;
+  uint64_t outside_launches_total = 0;
   bool context_ready = false;                        // the first context exists
   uint64_t context_ns = 0;                           // when it was made (CUPTI clock)
   std::chrono::steady_clock::time_point context_at;  // the same, for the timer

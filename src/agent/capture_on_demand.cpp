@@ -36,6 +36,8 @@ std::mutex g_attach_mu;
 std::atomic<bool> g_agent_ready{false};
 // CUPTI refused to attach once: no push tries again.
 std::atomic<bool> g_attach_failed{false};
+// This thread's graph launch switched the GPU work's kinds on (GraphLaunchOutsideWindows).
+thread_local bool t_outside_launch = false;
 
 }  // namespace
 
@@ -79,22 +81,38 @@ void CaptureDetached() {
   std::lock_guard<std::mutex> lock(s.mu);
   s.kinds_on = false;
   s.want_on = false;
-  s.held = 0;
+  s.outside_launches = 0;
 }
 
-void ReleaseHeldKinds() {
+void GraphLaunchOutsideWindows(bool enter) {
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.held == 0 || s.open) return;
-  DisableActivityKinds(s.held, ApiRecords::Kind);  // (no API kind among them)
-  s.held = 0;
+  const uint32_t gpu = s.kinds & kGpuWorkKinds;
+  if (gpu == 0) return;
+  if (enter) {
+    if (s.kinds_on) return;  // a window's: recorded as its own
+    if (s.outside_launches++ == 0) EnableActivityKinds(gpu, nullptr, ApiRecords::Kind);
+    ++s.outside_launches_total;
+    t_outside_launch = true;
+    return;
+  }
+  if (!t_outside_launch) return;
+  t_outside_launch = false;
+  // (A window opened meanwhile keeps them on.)
+  if (--s.outside_launches == 0 && !s.kinds_on) DisableActivityKinds(gpu, ApiRecords::Kind);
 }
 
-bool OpenOnDemand() {
+uint64_t GraphLaunchesOutsideWindows() {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.outside_launches_total;
+}
+
+bool OpenOnDemand(CaptureTrigger trigger, const char* by) {
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.open) return false;
-  Open(s, CaptureTrigger::OnDemand, "kprof capture");
+  Open(s, trigger, by);
   return s.open;
 }
 

@@ -24,6 +24,9 @@ enum KindBits : uint32_t {
   kKindOverhead = 1u << 8,
   kKindAll = (1u << 9) - 1,
 };
+/// The kinds that record the GPU's work (a graph launched while CUPTI is attached with all of them
+/// off faults after cuptiFinalize: attach.cpp).
+constexpr uint32_t kGpuWorkKinds = kKindKernel | kKindMemcpy | kKindMemset;
 
 /// Parses "kernel,memcpy,..." ("all" or empty = everything). Unknown words are ignored and
 /// reported through `unknown` (the launcher validates the list before the program starts).

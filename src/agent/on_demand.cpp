@@ -36,8 +36,6 @@ constexpr int kCloseWaitMs = 1000;        // for the one a duration window's clo
 constexpr milliseconds kAckAfter{3000};   // one step begin is enough after this long
 constexpr milliseconds kStepWait{30000};  // no begin of the range within this: no window
 constexpr milliseconds kGoWait{60000};    // kprof capture chose no moment within this
-// No primary context made within this: CUPTI may be attached all the same.
-constexpr milliseconds kContextWait{10000};
 
 struct Control {
   std::string dir;
@@ -172,10 +170,11 @@ void Handle(const ondemand::Request& r) {
 
 // Waits until the program has made a device's primary context (false: the process is ending).
 // Attaching CUPTI while the program's cuInit or its first context was still being made hung the
-// process (H200, CUDA 13.0: requests 20-300 ms after the start; docs/capture.md). The driver
-// starts this thread from inside cuInit: cuInit here returns once the program's has; retaining
-// an active primary context returns once its making has finished. A program that makes no
-// primary context (its own cuCtxCreate) is attached after kContextWait all the same.
+// process (H200, CUDA 13.0: requests 20-300 ms after the start; docs/capture.md), and attached
+// after cuInit but before any context, the program crashed making it (capture_on_demand.cpp,
+// CudaSettled). The driver starts this thread from inside cuInit: cuInit here returns once the
+// program's has; retaining an active primary context returns once its making has finished. A
+// program that makes no primary context (its own cuCtxCreate) is never attached: no window.
 bool WaitForCuda() {
   if (const CUresult r = cuInit(0); r != CUDA_SUCCESS) {
     const char* name = nullptr;
@@ -184,8 +183,7 @@ bool WaitForCuda() {
                  name != nullptr ? name : "an error");
     return false;
   }
-  const auto begun = Clock::now();
-  while (Clock::now() - begun < kContextWait) {
+  while (true) {
     if (CUdevice dev = 0; ActivePrimaryContext(&dev)) {
       CUcontext ctx = nullptr;
       if (cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS) cuDevicePrimaryCtxRelease(dev);
@@ -193,7 +191,6 @@ bool WaitForCuda() {
     }
     if (!Sleep(kPoll)) return false;
   }
-  return true;
 }
 
 void Loop() {
@@ -247,6 +244,39 @@ void DormantLoop() {
   } while (Sleep(kPoll));
 }
 
+// Sleeps until `d` has passed (woken early, it sleeps again); false: the process is ending.
+bool SleepFor(milliseconds d) {
+  const auto until = Clock::now() + d;
+  for (auto now = Clock::now(); now < until; now = Clock::now())
+    if (!Sleep(std::chrono::duration_cast<milliseconds>(until - now) + milliseconds(1)))
+      return false;
+  return true;
+}
+
+milliseconds g_delay{0}, g_duration{0};  // a dormant --delay's (StartDelayed)
+
+// A dormant --delay run: the delay counts from the program's first primary context, as this
+// thread sees it (within kPoll); CUPTI is attached then and the window opened; with a --duration
+// the window closes at the program's first synchronization after it, and CUPTI is detached.
+// Without one the window lasts until the process ends.
+void DelayLoop() {
+  BlockSignalsInThisThread();
+  Control& c = C();
+  if (!WaitForCuda() || !SleepFor(g_delay)) return;
+  std::string why;
+  if (!AttachCupti(&why)) {
+    std::fprintf(stderr, "kprof agent: no window: CUPTI could not be attached: %s\n", why.c_str());
+    Agent& a = A();
+    std::lock_guard<std::mutex> lock(a.side_mu);
+    a.side_meta.emplace_back("capture_problem", "CUPTI could not be attached: " + why);
+    return;
+  }
+  if (!OpenOnDemand(CaptureTrigger::Time, "delay") || g_duration.count() == 0) return;
+  if (SleepFor(g_duration) && !CloseAtSync(kCloseWaitMs, c.stop) && !c.stop)
+    CloseOnDemand(CaptureEnd::Duration);
+  if (!c.stop && Knobs().on_demand_detach) DetachCupti(kDetachWaitMs, c.stop);
+}
+
 // Starts the control thread running `loop`; false (with a line on stderr) when none was made.
 bool StartThread(void (*loop)(), const char* what) {
   Control& c = C();
@@ -270,6 +300,12 @@ void WakeControl() {
 }
 
 bool StartDormant() { return StartThread(DormantLoop, "dormant capture"); }
+
+bool StartDelayed(uint64_t delay_ms, uint64_t duration_ms) {
+  g_delay = milliseconds(delay_ms);
+  g_duration = milliseconds(duration_ms);
+  return StartThread(DelayLoop, "dormant --delay");
+}
 
 bool StartOnDemand(const std::string& run_dir, const std::string& rank) {
   Control& c = C();
@@ -300,6 +336,9 @@ void EndOnDemand() {
     a.side_meta.emplace_back("cupti_detachments", std::to_string(Detachments()));
     if (const uint64_t waits = LaunchesThatWaitedForDetachment(); waits != 0)
       a.side_meta.emplace_back("graph_launches_waited_for_detach", std::to_string(waits));
+    // (CUPTI attached, no window open: launched with the GPU work's records on; attach.cpp.)
+    a.side_meta.emplace_back("graph_launches_outside_windows",
+                             std::to_string(GraphLaunchesOutsideWindows()));
   }
   SetState("ended");
 }

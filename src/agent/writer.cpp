@@ -154,7 +154,9 @@ void ProcessBuffer(Agent& a, Interner& strings, std::vector<Record>& staging, ui
           by_name[KernelActivityName(rec)] += out.DurationNs();
         break;
       case ConvertResult::MissingTimestamp:
-        if (HeldWorkWithoutTimes(out)) break;
+        // A graph's kernel launched outside the windows (a detachment's forced flush found it
+        // running: attach.cpp): not the windows' loss. (Kernels are converted whole first.)
+        if (out.Kind() == RecordKind::Kernel && !AdmitGraphWork(out)) break;
         // A kernel replayed for its counters: CUPTI gives it no times; the replay measured them.
         if (out.Kind() == RecordKind::Kernel) {
           a.deferred.push_back(out);

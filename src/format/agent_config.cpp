@@ -169,8 +169,10 @@ DiagnosticKnobs ReadDiagnosticKnobs(const Get& get) {
 
 bool DormantCapture(const AgentConfig& c, const DiagnosticKnobs& k) {
   if (c.capture == "on-demand") return true;
-  return c.capture.rfind("nvtx:", 0) == 0 && k.dormant_nvtx && c.delay_ms == 0 && !c.replay &&
-         !c.sampled && c.graph_trace != "graph";
+  if (!k.dormant_nvtx || c.replay || c.sampled || c.graph_trace == "graph") return false;
+  // --capture nvtx:NAME (its --duration counts from each opening), or a --delay alone: counted by
+  // the agent's control thread from the first context it sees (on_demand.cpp, StartDelayed).
+  return c.capture.rfind("nvtx:", 0) == 0 ? c.delay_ms == 0 : c.capture.empty() && c.delay_ms > 0;
 }
 
 }  // namespace kprof

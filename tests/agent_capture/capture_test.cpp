@@ -36,7 +36,8 @@ namespace {
 std::atomic<uint64_t> g_clock{1000};  // the fake cuptiGetTimestamp: advances on each call
 std::mutex g_mu;
 int g_enables = 0, g_disables = 0;  // EnableActivityKinds / DisableActivityKinds calls
-int g_flushes_before_disable = 0;   // cuptiActivityFlushAll calls made before a disable
+uint32_t g_enabled_mask = 0, g_disabled_mask = 0;  // the kinds of the last of each
+int g_flushes_before_disable = 0;  // cuptiActivityFlushAll calls made before a disable
 int g_flushes = 0;
 std::vector<CUpti_CallbackId> g_nvtx_callbacks, g_api_callbacks, g_resource_callbacks;
 int g_attaches = 0, g_detaches = 0;     // AttachCupti (when detached) / DetachCupti calls
@@ -54,7 +55,8 @@ bool CheckCupti(CUptiResult r, const char*, const char*, const char*, int) {
   return r == CUPTI_SUCCESS;
 }
 void BlockSignalsInThisThread() {}
-bool EnableActivityKinds(uint32_t, int* enabled_api, ApiRecords) {
+bool EnableActivityKinds(uint32_t kinds, int* enabled_api, ApiRecords) {
+  g_enabled_mask = kinds;
   std::lock_guard<std::mutex> lock(g_mu);
   ++g_enables;
   if (enabled_api != nullptr) *enabled_api = 0;
@@ -80,9 +82,10 @@ bool DetachCupti(int, const std::atomic<bool>&) {
   CaptureDetached();
   return true;
 }
-void DisableActivityKinds(uint32_t, ApiRecords) {
+void DisableActivityKinds(uint32_t kinds, ApiRecords) {
   std::lock_guard<std::mutex> lock(g_mu);
   ++g_disables;
+  g_disabled_mask = kinds;
   if (g_flushes > 0) ++g_flushes_before_disable;
   g_flushes = 0;
 }
@@ -536,48 +539,46 @@ TEST(CaptureWindows, SwitchesWaitForContexts) {
   });
 }
 
-// Dormant, the GPU work's records stay on after a window until CUPTI is detached (a graph
-// launched with them off faults after cuptiFinalize: attach.cpp): once held, a kernel, copy or
-// memset of no graph that started outside the windows is left out, and one without times while
-// no window is open (the detachment's forced flush found it running); other records are not
-// asked about. All are counted in the meta.
-TEST(CaptureWindows, HeldGpuWorkOutsideTheWindowsIsLeftOut) {
+// Dormant, a graph launched while CUPTI is attached and no window is open is launched with the
+// GPU work's kinds on, from its call's entry to its exit (with them all off, its next launch after
+// cuptiFinalize faults: attach.cpp): switched on by the first launch under way, off by the last,
+// not at all inside a window, and left on by a window that closes while a launch is under way.
+TEST(CaptureWindows, GraphLaunchesOutsideWindowsHaveTheGpuKindsOn) {
   InChild([] {
     Setenv("KPROF_CAPTURE", "nvtx:step");
-    Setenv("KPROF_CAPTURE_COUNT", "2");
+    Setenv("KPROF_CAPTURE_COUNT", "3");
     ASSERT_TRUE(Start());
     ContextMade();
-    Push("step");
-    Pop();
-    const auto w = Windows();
-    ASSERT_EQ(w.size(), 1u);
-    const uint64_t open = w[0].rec.start_ns, close = w[0].rec.end_ns;
-    Record k;
-    k.kind = static_cast<uint8_t>(RecordKind::Kernel);
-    k.start_ns = close + 10;
-    EXPECT_TRUE(AdmitGraphWork(k));  // not held: kept as before
-    EXPECT_FALSE(HeldWorkWithoutTimes(k));
-    HoldGpuWork();
-    EXPECT_FALSE(AdmitGraphWork(k));
-    k.start_ns = open + 1;
-    EXPECT_TRUE(AdmitGraphWork(k));
-    Record copy = k;
-    copy.kind = static_cast<uint8_t>(RecordKind::Memcpy);
-    copy.start_ns = close + 20;
-    EXPECT_FALSE(AdmitGraphWork(copy));
-    Record sync;
-    sync.kind = static_cast<uint8_t>(RecordKind::Sync);
-    sync.start_ns = close + 30;
-    EXPECT_TRUE(AdmitGraphWork(sync));
-    Record untimed;
-    untimed.kind = static_cast<uint8_t>(RecordKind::Memset);
-    EXPECT_TRUE(HeldWorkWithoutTimes(untimed));
-    EXPECT_FALSE(HeldWorkWithoutTimes(sync));
-    Push("step");  // a window open: a record without times may be its own, a lost one
-    EXPECT_FALSE(HeldWorkWithoutTimes(untimed));
-    Pop();
+    const uint32_t gpu = kKindKernel | kKindMemcpy | kKindMemset;
+    GraphLaunchOutsideWindows(true);
+    EXPECT_EQ(g_enables, 1);
+    EXPECT_EQ(g_enabled_mask, gpu);
+    std::thread([] { GraphLaunchOutsideWindows(true); }).join();  // a second one under way
+    EXPECT_EQ(g_enables, 1);
+    GraphLaunchOutsideWindows(false);  // this thread's returns: the other's still under way
+    EXPECT_EQ(g_disables, 0);
+    std::thread([] { GraphLaunchOutsideWindows(false); }).join();  // not that thread's launch
+    EXPECT_EQ(g_disables, 0);
+    GraphLaunchOutsideWindows(false);  // nothing of this thread's under way
+    EXPECT_EQ(g_disables, 0);
+    EXPECT_EQ(GraphLaunchesOutsideWindows(), 2u);
+    // (The other thread's launch is still counted under way: a fresh thread's end switches off.)
+    std::thread t([] {
+      GraphLaunchOutsideWindows(true);
+      GraphLaunchOutsideWindows(false);
+    });
+    t.join();
+    EXPECT_EQ(g_disables, 0);  // one still under way: nothing switched either way
+    EXPECT_EQ(g_enables, 1);
+    Push("step");  // a window: everything on
+    EXPECT_EQ(g_enables, 2);
+    GraphLaunchOutsideWindows(true);  // inside a window: nothing switched
+    GraphLaunchOutsideWindows(false);
+    EXPECT_EQ(g_enables, 2);
+    Pop();  // closes while a launch is under way: the GPU kinds stay on
+    EXPECT_EQ(g_disables, 1);
+    EXPECT_EQ(g_disabled_mask & gpu, 0u);
     EndCapture();
-    EXPECT_EQ(Meta("capture_held_records_outside"), "3");
   });
 }
 

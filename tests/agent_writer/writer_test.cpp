@@ -52,7 +52,6 @@ void EndCapture() {}
 // Nor is on-demand capture (on_demand.cpp).
 void EndOnDemand() {}
 bool AdmitGraphWork(const Record& /*r*/) { return true; }
-bool HeldWorkWithoutTimes(const Record& /*r*/) { return false; }
 void NoteKernelTimes(std::vector<std::pair<std::string, uint64_t>>& /*batch*/) {}
 ReplayTimes ReplayedKernelTimes(uint32_t /*correlation*/, uint64_t* /*start_ns*/,
                                 uint64_t* /*end_ns*/) {

@@ -132,8 +132,8 @@ TEST(GpuCapture, NvtxTriggerAttachedFromTheStartRecordsTheSame) {
 }
 
 // A program that launches a 1000-node CUDA graph every step, three dormant windows of one step:
-// each window exact, and CUPTI detached after each (the GPU work's records held on until the
-// detachment: with them switched off at the window's end, the graph's next launch after
+// each window exact, and CUPTI detached after each (the graph launched after the window and
+// before the detachment with the GPU work's records on: with them off, its next launch after
 // cuptiFinalize faulted, exit 2, on an H200; attach.cpp), so the graph launches after the
 // windows run at the program's own speed again (attached, one costs 190-400 us; plain 3-6 us).
 TEST(GpuCapture, DormantWindowsOnAGraphProgramDetachAfterEach) {
@@ -153,7 +153,8 @@ TEST(GpuCapture, DormantWindowsOnAGraphProgramDetachAfterEach) {
   const ProcessTrace& p = m.run.processes[0];
   EXPECT_GE(p.MetaU64("cupti_attachments"), 1u);
   EXPECT_EQ(p.MetaU64("cupti_detachments"), p.MetaU64("cupti_attachments"));
-  EXPECT_NE(p.Meta("capture_held_records_outside"), "");
+  // The step after the last window launches its graph before the detachment has come.
+  EXPECT_GE(p.MetaU64("graph_launches_outside_windows"), 1u);
   // The host time of each step's graph launch ("STEP GRAPH_US KERNELS_US"): after the windows
   // (steps 0-2) and a few steps for the detachment, far below an attached launch's.
   std::vector<double> after;
@@ -167,10 +168,10 @@ TEST(GpuCapture, DormantWindowsOnAGraphProgramDetachAfterEach) {
   const double median = after[after.size() / 2];
   EXPECT_LT(median, 50.0);
   std::printf(
-      "graph program, 3 dormant windows: %llu detachments, %s held records left out, "
-      "graph launch after them %.2f us (median)\n",
+      "graph program, 3 dormant windows: %llu detachments, %llu graph launches outside "
+      "them attached, graph launch after them %.2f us (median)\n",
       static_cast<unsigned long long>(p.MetaU64("cupti_detachments")),
-      p.Meta("capture_held_records_outside").c_str(), median);
+      static_cast<unsigned long long>(p.MetaU64("graph_launches_outside_windows")), median);
 }
 
 // cudaProfilerStart/Stop bracket the window: the 100 kernels between them, none of the 2,000
@@ -240,4 +241,35 @@ TEST(GpuCapture, DelayAndDuration) {
   EXPECT_LT(n, 15000u - 100u);
   EXPECT_GE(m.first_kernel, w.start_ns);
   EXPECT_EQ(m.missing, 0u);
+  // Dormant until the delay: CUPTI attached for the window only, and detached after it.
+  const ProcessTrace& p = m.run.processes[0];
+  EXPECT_EQ(p.Meta("dormant"), "until the delay");
+  EXPECT_EQ(p.MetaU64("cupti_attachments"), 1u);
+  EXPECT_EQ(p.MetaU64("cupti_detachments"), 1u);
+}
+
+// --delay without --duration: the window lasts until the process ends; KPROF_DORMANT=0 attaches
+// CUPTI from the start, as before, and records a window of the same shape.
+TEST(GpuCapture, DelayAloneRecordsUntilTheEnd) {
+  REQUIRE_GPU();
+  for (const char* dormant : {"1", "0"}) {
+    const std::string dir = FreshDir(std::string("capture_delay_") + dormant);
+    Result r = KprofWith(
+        dir, {"--delay", "0.3"},
+        {"env", std::string("KPROF_DORMANT=") + dormant, Bin("kernels/train_step"), "3000"});
+    ASSERT_EQ(r.status, 0) << r.out;
+    Recorded m = Read(dir);
+    ASSERT_EQ(m.windows.size(), 1u) << dormant;
+    const Record& w = m.windows[0];
+    EXPECT_EQ(static_cast<CaptureTrigger>(w.flags), CaptureTrigger::Time);
+    EXPECT_EQ(static_cast<CaptureEnd>(w.c), CaptureEnd::ProcessEnd) << dormant;
+    const uint64_t start = std::stoull(m.run.processes[0].Meta("start_time_ns"));
+    EXPECT_GE(w.start_ns, start + 290'000'000u) << dormant;
+    EXPECT_GT(Total(m.kernels), 100u) << dormant;
+    EXPECT_GE(m.first_kernel, w.start_ns) << dormant;
+    EXPECT_EQ(m.missing, 0u) << dormant;
+    const ProcessTrace& p = m.run.processes[0];
+    EXPECT_EQ(p.Meta("dormant"), std::string(dormant) == "1" ? "until the delay" : "");
+    EXPECT_EQ(p.Meta("cupti_detachments"), std::string(dormant) == "1" ? "0" : "");
+  }
 }

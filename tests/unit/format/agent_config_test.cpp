@@ -135,7 +135,7 @@ TEST(AgentConfig, DiagnosticKnobsAreApartFromTheSettings) {
         << name;
 }
 
-TEST(AgentConfig, DormantUntilAWindowForOnDemandAndNvtxTriggersOnly) {
+TEST(AgentConfig, DormantUntilAWindowForOnDemandNvtxAndDelayTriggersOnly) {
   const DiagnosticKnobs knobs = ReadDiagnosticKnobs(Env({}).Get());
   AgentConfig c;
   c.graph_trace = "auto";                  // as kprof run passes it unless --graph-trace is given
@@ -149,8 +149,17 @@ TEST(AgentConfig, DormantUntilAWindowForOnDemandAndNvtxTriggersOnly) {
   c.duration_ms = 50;  // a duration counts from the window's opening
   EXPECT_TRUE(DormantCapture(c, knobs));
   AgentConfig delayed = c;
-  delayed.delay_ms = 1000;  // counted from the first context, which only CUPTI would see
+  delayed.delay_ms = 1000;  // nvtx:NAME armed after a delay: attached from the start
   EXPECT_FALSE(DormantCapture(delayed, knobs));
+  AgentConfig timed;
+  timed.graph_trace = "auto";
+  timed.duration_ms = 300;  // --duration alone: its window opens at the start
+  EXPECT_FALSE(DormantCapture(timed, knobs));
+  timed.delay_ms = 1000;  // --delay: dormant until it has passed
+  EXPECT_TRUE(DormantCapture(timed, knobs));
+  EXPECT_FALSE(DormantCapture(timed, ReadDiagnosticKnobs(Env({"KPROF_DORMANT=0"}).Get())));
+  timed.sampled = true;
+  EXPECT_FALSE(DormantCapture(timed, knobs));
   AgentConfig counted = c;
   counted.replay = true;  // the counters are set up at the start
   EXPECT_FALSE(DormantCapture(counted, knobs));
