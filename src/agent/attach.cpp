@@ -51,7 +51,8 @@ std::atomic<int> g_launches{0};         // graph launches between their outermos
 std::atomic<uint64_t> g_generation{0};  // detachments made: a thread's depth from before is stale
 thread_local int t_launch_depth = 0;    // this thread's graph-launch calls under way
 thread_local uint64_t t_launch_generation = 0;
-std::atomic<uint64_t> g_launch_waits{0};  // graph launches that waited for a detachment
+thread_local bool t_launch_counted = false;  // this thread's outermost launch is in g_launches
+std::atomic<uint64_t> g_launch_waits{0};     // graph launches that waited for a detachment
 constexpr auto kLaunchWait = std::chrono::seconds(1);  // at most, then either side goes on
 
 constexpr CUpti_CallbackId kRuntimeSyncs[] = {
@@ -102,24 +103,34 @@ bool WaitBriefly(Done done) {
   return true;
 }
 
-// The entry of a graph-launch call: true for the outermost (the driver's call inside the
-// runtime's is not), counted under way once no detachment is (or it waited kLaunchWait).
-bool GraphLaunchEntered() {
-  if (const uint64_t g = g_generation.load(); t_launch_generation != g) {
+// The entry of a graph-launch call. The outermost (the driver's call inside the runtime's is
+// not) is counted under way once no detachment is: Entered::Switch; after waiting kLaunchWait for
+// one in vain it goes on uncounted, its kinds not switched (CUPTI is being finalized): NoSwitch;
+// and once one has detached CUPTI meanwhile, no exit of this launch will come: Ignore.
+enum class Entered { Ignore, Switch, NoSwitch };
+Entered GraphLaunchEntered() {
+  const uint64_t generation = g_generation.load();
+  if (t_launch_generation != generation) {
     t_launch_depth = 0;
-    t_launch_generation = g;
+    t_launch_generation = generation;
   }
-  if (t_launch_depth++ > 0) return false;
+  if (t_launch_depth++ > 0) return Entered::Ignore;
   bool waited = false;
   while (true) {
     g_launches.fetch_add(1);
-    if (!g_detaching.load()) return true;
+    if (!g_detaching.load()) {
+      t_launch_counted = true;
+      if (g_generation.load() == generation) return Entered::Switch;
+      g_launches.fetch_sub(1);  // detached while this one waited: CUPTI is gone
+      t_launch_counted = false;
+      return Entered::Ignore;
+    }
     g_launches.fetch_sub(1);
     if (!waited) g_launch_waits.fetch_add(1);
     waited = true;
     if (!WaitBriefly([] { return !g_detaching.load(); })) {
-      g_launches.fetch_add(1);  // goes on
-      return true;
+      t_launch_counted = false;  // nor its exit
+      return Entered::NoSwitch;
     }
   }
 }
@@ -127,7 +138,7 @@ bool GraphLaunchEntered() {
 // The exit of a graph-launch call: true for the outermost (then LaunchDone after its work).
 bool GraphLaunchReturned() {
   if (t_launch_generation != g_generation.load() || t_launch_depth == 0) return false;
-  return --t_launch_depth == 0;
+  return --t_launch_depth == 0 && t_launch_counted;
 }
 void LaunchDone() { g_launches.fetch_sub(1); }
 
@@ -188,7 +199,8 @@ bool AttachCuptiOnce(std::string* why);
 bool OnAttachCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   if (IsGraphLaunchCall(domain, cbid)) {
     if (static_cast<const CUpti_CallbackData*>(data)->callbackSite == CUPTI_API_ENTER) {
-      if (GraphLaunchEntered() && SwitchForLaunches()) GraphLaunchOutsideWindows(true);
+      if (GraphLaunchEntered() == Entered::Switch && SwitchForLaunches())
+        GraphLaunchOutsideWindows(true);
     } else if (GraphLaunchReturned()) {
       if (SwitchForLaunches()) GraphLaunchOutsideWindows(false);
       LaunchDone();
@@ -249,8 +261,9 @@ bool AttachCuptiOnce(std::string* why) {
   bool attached = false, cancelled = false;
   {
     std::unique_lock<std::mutex> lock(g_detach_mu);
-    // A detachment under way is let finish (then CUPTI is attached again, below).
-    g_detach_cv.wait_for(lock, std::chrono::seconds(2), [] { return !g_detaching.load(); });
+    // A detachment under way is let finish (then CUPTI is attached again, below); it ends within
+    // kLaunchWait and cuptiFinalize.
+    g_detach_cv.wait(lock, [] { return !g_detaching.load(); });
     attached = a.attached;
     // Still attached: a detachment that waited for a synchronization in vain is called off.
     if (attached) cancelled = g_finalize.exchange(false);

@@ -76,6 +76,20 @@ constexpr auto kSwitchWait = std::chrono::milliseconds(200);
 
 namespace capture {
 
+bool TrySwitchNow() {
+  g_switching = true;
+  if (g_context_calls.load() > 0) {
+    g_switching = false;
+    return false;
+  }
+  return true;
+}
+
+void SwitchDone() { g_switching = false; }
+
+}  // namespace capture
+namespace capture {
+
 Settings& Config() { return g_settings; }
 
 void WatchContexts(CUpti_SubscriberHandle subscriber) {

@@ -55,8 +55,9 @@ void CaptureDetached();
 /// (`enter`) to its exit, so that the graph is never launched attached with them off (attach.cpp
 /// says why); its work is left out as outside the windows (AdmitGraphWork).
 void GraphLaunchOutsideWindows(bool enter);
-/// How many graph launches GraphLaunchOutsideWindows switched the kinds on for, so far.
-uint64_t GraphLaunchesOutsideWindows();
+/// How many graph launches GraphLaunchOutsideWindows switched the kinds on for, so far, and how
+/// many times a context being made kept it from switching them (on or off).
+std::pair<uint64_t, uint64_t> GraphLaunchesOutsideWindows();
 /// Opens a window now (kprof capture --duration; a dormant --delay's, with its trigger); false
 /// when one is open.
 bool OpenOnDemand(CaptureTrigger trigger = CaptureTrigger::OnDemand,

@@ -55,6 +55,8 @@ struct State {
   // work's kinds on (attach.cpp says why): how many such launches are under way now.
   int outside_launches = 0;
   uint64_t outside_launches_total = 0;
+  // Times a context being made kept such a launch's switching from being made.
+  uint64_t outside_launches_unswitched = 0;
   bool context_ready = false;                        // the first context exists
   uint64_t context_ns = 0;                           // when it was made (CUPTI clock)
   std::chrono::steady_clock::time_point context_at;  // the same, for the timer
@@ -84,6 +86,10 @@ void Close(State& s, CaptureEnd why);
 void WatchContexts(CUpti_SubscriberHandle subscriber);
 /// True while a window is open (read without the mutex by the callbacks).
 extern std::atomic<bool> g_window_open;
+/// A switch of CUPTI's kinds outside Sync begins (false, nothing to undo: a context-making call
+/// is in flight, and no kind may be switched then: capture.cpp); SwitchDone ends it.
+bool TrySwitchNow();
+void SwitchDone();
 /// CUPTI attachments so far (on demand: one per window; else 1).
 extern std::atomic<uint64_t> g_attachments;
 /// Pushes and starts of any NVTX range seen.

@@ -90,22 +90,44 @@ void GraphLaunchOutsideWindows(bool enter) {
   const uint32_t gpu = s.kinds & kGpuWorkKinds;
   if (gpu == 0) return;
   if (enter) {
-    if (s.kinds_on) return;  // a window's: recorded as its own
-    if (s.outside_launches++ == 0) EnableActivityKinds(gpu, nullptr, ApiRecords::Kind);
+    // (This thread's launch before, if any, is over: its exit may never have come, CUPTI
+    // detached meanwhile, which counted it out: CaptureDetached.)
+    t_outside_launch = false;
+    if (s.kinds_on || !A().attached) return;  // a window's: recorded as its own
+    if (s.outside_launches == 0) {
+      // Not while a context is being made (capture.cpp): then launched with them off.
+      if (!TrySwitchNow()) {
+        ++s.outside_launches_unswitched;
+        return;
+      }
+      EnableActivityKinds(gpu, nullptr, ApiRecords::Kind);
+      SwitchDone();
+    }
+    ++s.outside_launches;
     ++s.outside_launches_total;
     t_outside_launch = true;
     return;
   }
   if (!t_outside_launch) return;
   t_outside_launch = false;
-  // (A window opened meanwhile keeps them on.)
-  if (--s.outside_launches == 0 && !s.kinds_on) DisableActivityKinds(gpu, ApiRecords::Kind);
+  if (s.outside_launches == 0 || --s.outside_launches > 0 || s.kinds_on) return;
+  // (A window opened meanwhile keeps them on.) Off once no context is being made.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (!TrySwitchNow()) {
+    if (std::chrono::steady_clock::now() >= until) {
+      ++s.outside_launches_unswitched;  // left on: the next window's end switches them off
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  DisableActivityKinds(gpu, ApiRecords::Kind);
+  SwitchDone();
 }
 
-uint64_t GraphLaunchesOutsideWindows() {
+std::pair<uint64_t, uint64_t> GraphLaunchesOutsideWindows() {
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
-  return s.outside_launches_total;
+  return {s.outside_launches_total, s.outside_launches_unswitched};
 }
 
 bool OpenOnDemand(CaptureTrigger trigger, const char* by) {

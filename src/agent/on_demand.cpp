@@ -262,7 +262,18 @@ milliseconds g_delay{0}, g_duration{0};  // a dormant --delay's (StartDelayed)
 void DelayLoop() {
   BlockSignalsInThisThread();
   Control& c = C();
-  if (!WaitForCuda() || !SleepFor(g_delay)) return;
+  if (!WaitForCuda()) {
+    // (Only CUPTI sees a context of the program's own cuCtxCreate: KPROF_DORMANT=0.)
+    if (!ActivePrimaryContext(nullptr)) {
+      Agent& a = A();
+      std::lock_guard<std::mutex> lock(a.side_mu);
+      a.side_meta.emplace_back("capture_problem",
+                               "no primary CUDA context was made: the dormant --delay never began "
+                               "(KPROF_DORMANT=0 counts it from any context)");
+    }
+    return;
+  }
+  if (!SleepFor(g_delay) || c.stop) return;
   std::string why;
   if (!AttachCupti(&why)) {
     std::fprintf(stderr, "kprof agent: no window: CUPTI could not be attached: %s\n", why.c_str());
@@ -271,7 +282,7 @@ void DelayLoop() {
     a.side_meta.emplace_back("capture_problem", "CUPTI could not be attached: " + why);
     return;
   }
-  if (!OpenOnDemand(CaptureTrigger::Time, "delay") || g_duration.count() == 0) return;
+  if (c.stop || !OpenOnDemand(CaptureTrigger::Time, "delay") || g_duration.count() == 0) return;
   if (SleepFor(g_duration) && !CloseAtSync(kCloseWaitMs, c.stop) && !c.stop)
     CloseOnDemand(CaptureEnd::Duration);
   if (!c.stop && Knobs().on_demand_detach) DetachCupti(kDetachWaitMs, c.stop);
@@ -337,8 +348,10 @@ void EndOnDemand() {
     if (const uint64_t waits = LaunchesThatWaitedForDetachment(); waits != 0)
       a.side_meta.emplace_back("graph_launches_waited_for_detach", std::to_string(waits));
     // (CUPTI attached, no window open: launched with the GPU work's records on; attach.cpp.)
-    a.side_meta.emplace_back("graph_launches_outside_windows",
-                             std::to_string(GraphLaunchesOutsideWindows()));
+    const auto [outside, unswitched] = GraphLaunchesOutsideWindows();
+    a.side_meta.emplace_back("graph_launches_outside_windows", std::to_string(outside));
+    if (unswitched != 0)
+      a.side_meta.emplace_back("graph_launches_outside_unswitched", std::to_string(unswitched));
   }
   SetState("ended");
 }

@@ -550,6 +550,10 @@ TEST(CaptureWindows, GraphLaunchesOutsideWindowsHaveTheGpuKindsOn) {
     ASSERT_TRUE(Start());
     ContextMade();
     const uint32_t gpu = kKindKernel | kKindMemcpy | kKindMemset;
+    GraphLaunchOutsideWindows(true);  // CUPTI not attached: nothing
+    GraphLaunchOutsideWindows(false);
+    EXPECT_EQ(g_enables, 0);
+    A().attached = true;
     GraphLaunchOutsideWindows(true);
     EXPECT_EQ(g_enables, 1);
     EXPECT_EQ(g_enabled_mask, gpu);
@@ -561,8 +565,9 @@ TEST(CaptureWindows, GraphLaunchesOutsideWindowsHaveTheGpuKindsOn) {
     EXPECT_EQ(g_disables, 0);
     GraphLaunchOutsideWindows(false);  // nothing of this thread's under way
     EXPECT_EQ(g_disables, 0);
-    EXPECT_EQ(GraphLaunchesOutsideWindows(), 2u);
-    // (The other thread's launch is still counted under way: a fresh thread's end switches off.)
+    EXPECT_EQ(GraphLaunchesOutsideWindows().first, 2u);
+    // (The other thread's launch never returned: still counted under way, so a third thread's
+    // launch switches nothing either way.)
     std::thread t([] {
       GraphLaunchOutsideWindows(true);
       GraphLaunchOutsideWindows(false);
@@ -578,6 +583,17 @@ TEST(CaptureWindows, GraphLaunchesOutsideWindowsHaveTheGpuKindsOn) {
     Pop();  // closes while a launch is under way: the GPU kinds stay on
     EXPECT_EQ(g_disables, 1);
     EXPECT_EQ(g_disabled_mask & gpu, 0u);
+    // A detachment counts every launch out (their exits will not come): the next one outside
+    // the windows switches the kinds on again, and off when it returns.
+    CaptureDetached();
+    GraphLaunchOutsideWindows(true);
+    EXPECT_EQ(g_enables, 3);
+    EXPECT_EQ(g_enabled_mask, gpu);
+    GraphLaunchOutsideWindows(false);
+    EXPECT_EQ(g_disables, 2);
+    EXPECT_EQ(g_disabled_mask, gpu);
+    EXPECT_EQ(GraphLaunchesOutsideWindows().first, 4u);
+    EXPECT_EQ(GraphLaunchesOutsideWindows().second, 0u);
     EndCapture();
   });
 }

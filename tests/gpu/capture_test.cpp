@@ -265,11 +265,13 @@ TEST(GpuCapture, DelayAloneRecordsUntilTheEnd) {
     EXPECT_EQ(static_cast<CaptureEnd>(w.c), CaptureEnd::ProcessEnd) << dormant;
     const uint64_t start = std::stoull(m.run.processes[0].Meta("start_time_ns"));
     EXPECT_GE(w.start_ns, start + 290'000'000u) << dormant;
+    EXPECT_LT(w.start_ns, start + 3'000'000'000u) << dormant;  // not long after the delay
     EXPECT_GT(Total(m.kernels), 100u) << dormant;
     EXPECT_GE(m.first_kernel, w.start_ns) << dormant;
     EXPECT_EQ(m.missing, 0u) << dormant;
     const ProcessTrace& p = m.run.processes[0];
     EXPECT_EQ(p.Meta("dormant"), std::string(dormant) == "1" ? "until the delay" : "");
     EXPECT_EQ(p.Meta("cupti_detachments"), std::string(dormant) == "1" ? "0" : "");
+    EXPECT_EQ(p.Meta("cupti_attachments"), std::string(dormant) == "1" ? "1" : "");
   }
 }
