@@ -47,11 +47,24 @@ std::condition_variable g_detach_cv;  // a detachment or a closing was made
 // detachment waits for those under way to return (cuptiFinalize racing a launch). Atomics only:
 // a waiting launch holds no mutex (cuptiFinalize may wait for callbacks in progress).
 std::atomic<bool> g_detaching{false};
-std::atomic<int> g_launches{0};         // graph launches between their outermost entry and exit
-std::atomic<uint64_t> g_generation{0};  // detachments made: a thread's depth from before is stale
-thread_local int t_launch_depth = 0;    // this thread's graph-launch calls under way
+// The detachments made (high 32 bits: a thread's depth from before one is stale) and the graph
+// launches under way between their outermost entry and exit (low 32), in one word: a launch
+// counted before a detachment is never counted out after it (the count restarts at 0).
+std::atomic<uint64_t> g_launch_state{0};
+constexpr uint64_t kCountMask = 0xffffffffu;
+uint64_t Generation() { return g_launch_state.load() >> 32; }
+uint64_t LaunchesUnderWay() { return g_launch_state.load() & kCountMask; }
+// Counts a launch in (out) when `generation` is still the current one; false when it is not.
+bool CountLaunch(uint64_t generation, bool in) {
+  uint64_t s = g_launch_state.load();
+  while (true) {
+    if ((s >> 32) != generation || (!in && (s & kCountMask) == 0)) return false;
+    if (g_launch_state.compare_exchange_weak(s, in ? s + 1 : s - 1)) return true;
+  }
+}
+thread_local int t_launch_depth = 0;  // this thread's graph-launch calls under way
 thread_local uint64_t t_launch_generation = 0;
-thread_local bool t_launch_counted = false;  // this thread's outermost launch is in g_launches
+thread_local bool t_launch_counted = false;  // this thread's outermost launch is counted in
 std::atomic<uint64_t> g_launch_waits{0};     // graph launches that waited for a detachment
 constexpr auto kLaunchWait = std::chrono::seconds(1);  // at most, then either side goes on
 
@@ -109,7 +122,7 @@ bool WaitBriefly(Done done) {
 // and once one has detached CUPTI meanwhile, no exit of this launch will come: Ignore.
 enum class Entered { Ignore, Switch, NoSwitch };
 Entered GraphLaunchEntered() {
-  const uint64_t generation = g_generation.load();
+  const uint64_t generation = Generation();
   if (t_launch_generation != generation) {
     t_launch_depth = 0;
     t_launch_generation = generation;
@@ -117,15 +130,15 @@ Entered GraphLaunchEntered() {
   if (t_launch_depth++ > 0) return Entered::Ignore;
   bool waited = false;
   while (true) {
-    g_launches.fetch_add(1);
-    if (!g_detaching.load()) {
-      t_launch_counted = true;
-      if (g_generation.load() == generation) return Entered::Switch;
-      g_launches.fetch_sub(1);  // detached while this one waited: CUPTI is gone
+    if (!CountLaunch(generation, true)) {  // detached while this one waited: CUPTI is gone
       t_launch_counted = false;
       return Entered::Ignore;
     }
-    g_launches.fetch_sub(1);
+    if (!g_detaching.load()) {
+      t_launch_counted = true;
+      return Entered::Switch;
+    }
+    CountLaunch(generation, false);
     if (!waited) g_launch_waits.fetch_add(1);
     waited = true;
     if (!WaitBriefly([] { return !g_detaching.load(); })) {
@@ -137,10 +150,10 @@ Entered GraphLaunchEntered() {
 
 // The exit of a graph-launch call: true for the outermost (then LaunchDone after its work).
 bool GraphLaunchReturned() {
-  if (t_launch_generation != g_generation.load() || t_launch_depth == 0) return false;
+  if (t_launch_generation != Generation() || t_launch_depth == 0) return false;
   return --t_launch_depth == 0 && t_launch_counted;
 }
-void LaunchDone() { g_launches.fetch_sub(1); }
+void LaunchDone() { CountLaunch(t_launch_generation, false); }
 
 // Graph launches outside the windows get the GPU work's kinds on (above).
 bool SwitchForLaunches() {
@@ -152,11 +165,13 @@ bool SwitchForLaunches() {
 // launch waits for a detachment without it.)
 void FinalizeHere() {
   {
-    std::lock_guard<std::mutex> lock(g_detach_mu);
-    if (!g_finalize.exchange(false)) return;
+    // Not obtained: another thread's synchronization is detaching (or attaching) now; this one
+    // does nothing (waiting here, inside a callback, for cuptiFinalize could deadlock).
+    std::unique_lock<std::mutex> lock(g_detach_mu, std::try_to_lock);
+    if (!lock.owns_lock() || !g_finalize.exchange(false)) return;
     g_detaching = true;
   }
-  WaitBriefly([] { return g_launches.load() == 0; });  // launches under way on other threads
+  WaitBriefly([] { return LaunchesUnderWay() == 0; });  // launches under way on other threads
   bool failed = false;
   {
     std::lock_guard<std::mutex> lock(g_detach_mu);
@@ -179,8 +194,7 @@ void FinalizeHere() {
       a.subscriber = nullptr;
       a.attached = false;
       g_detachments.fetch_add(1);
-      g_generation.fetch_add(1);
-      g_launches = 0;
+      g_launch_state.store((Generation() + 1) << 32);  // (those under way are counted out)
     }
     g_detaching = false;
     g_detach_cv.notify_all();
@@ -213,7 +227,8 @@ bool OnAttachCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const 
   if (!SynchronizedHere(domain, cbid, data)) return false;
   if (g_close_at_sync.exchange(false)) {
     CloseOnDemand(CaptureEnd::Duration);
-    std::lock_guard<std::mutex> lock(g_detach_mu);
+    // (Not waited for inside a callback: CloseAtSync's wait is bounded and looks again.)
+    std::unique_lock<std::mutex> lock(g_detach_mu, std::try_to_lock);
     g_detach_cv.notify_all();
   }
   if (g_finalize.load(std::memory_order_acquire)) FinalizeHere();
@@ -262,8 +277,11 @@ bool AttachCuptiOnce(std::string* why) {
   {
     std::unique_lock<std::mutex> lock(g_detach_mu);
     // A detachment under way is let finish (then CUPTI is attached again, below); it ends within
-    // kLaunchWait and cuptiFinalize.
-    g_detach_cv.wait(lock, [] { return !g_detaching.load(); });
+    // kLaunchWait and cuptiFinalize, unless that hangs.
+    if (!g_detach_cv.wait_for(lock, std::chrono::seconds(5), [] { return !g_detaching.load(); })) {
+      *why = "a detachment of CUPTI did not end within 5 s";
+      return false;
+    }
     attached = a.attached;
     // Still attached: a detachment that waited for a synchronization in vain is called off.
     if (attached) cancelled = g_finalize.exchange(false);

@@ -82,6 +82,7 @@ void CaptureDetached() {
   s.kinds_on = false;
   s.want_on = false;
   s.outside_launches = 0;
+  A().attached = false;  // (under the state's mutex: a graph launch then switches nothing)
 }
 
 void GraphLaunchOutsideWindows(bool enter) {
@@ -111,14 +112,11 @@ void GraphLaunchOutsideWindows(bool enter) {
   if (!t_outside_launch) return;
   t_outside_launch = false;
   if (s.outside_launches == 0 || --s.outside_launches > 0 || s.kinds_on) return;
-  // (A window opened meanwhile keeps them on.) Off once no context is being made.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (!TrySwitchNow()) {
-    if (std::chrono::steady_clock::now() >= until) {
-      ++s.outside_launches_unswitched;  // left on: the next window's end switches them off
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  // (A window opened meanwhile keeps them on.) Not while a context is being made: then left on
+  // until the next window's end (not waited for here: the context's callback needs this mutex).
+  if (!TrySwitchNow()) {
+    ++s.outside_launches_unswitched;
+    return;
   }
   DisableActivityKinds(gpu, ApiRecords::Kind);
   SwitchDone();

@@ -583,9 +583,15 @@ TEST(CaptureWindows, GraphLaunchesOutsideWindowsHaveTheGpuKindsOn) {
     Pop();  // closes while a launch is under way: the GPU kinds stay on
     EXPECT_EQ(g_disables, 1);
     EXPECT_EQ(g_disabled_mask & gpu, 0u);
-    // A detachment counts every launch out (their exits will not come): the next one outside
-    // the windows switches the kinds on again, and off when it returns.
+    // A detachment counts every launch out (their exits will not come), and a launch then
+    // switches nothing; attached again, the next one outside the windows switches the kinds on,
+    // and off when it returns.
     CaptureDetached();
+    EXPECT_FALSE(A().attached);
+    GraphLaunchOutsideWindows(true);
+    GraphLaunchOutsideWindows(false);
+    EXPECT_EQ(g_enables, 2);
+    A().attached = true;
     GraphLaunchOutsideWindows(true);
     EXPECT_EQ(g_enables, 3);
     EXPECT_EQ(g_enabled_mask, gpu);
