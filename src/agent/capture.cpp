@@ -87,9 +87,6 @@ bool TrySwitchNow() {
 
 void SwitchDone() { g_switching = false; }
 
-}  // namespace capture
-namespace capture {
-
 Settings& Config() { return g_settings; }
 
 void WatchContexts(CUpti_SubscriberHandle subscriber) {

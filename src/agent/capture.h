@@ -58,6 +58,9 @@ void GraphLaunchOutsideWindows(bool enter);
 /// How many graph launches GraphLaunchOutsideWindows switched the kinds on for, so far, and how
 /// many times a context being made kept it from switching them (on or off).
 std::pair<uint64_t, uint64_t> GraphLaunchesOutsideWindows();
+/// Attaches CUPTI for a window (AttachCupti); a refusal is said once, on stderr and in the meta
+/// (capture_problem), and no --capture nvtx:NAME push tries again.
+bool AttachForWindow();
 /// Opens a window now (kprof capture --duration; a dormant --delay's, with its trigger); false
 /// when one is open.
 bool OpenOnDemand(CaptureTrigger trigger = CaptureTrigger::OnDemand,

@@ -182,9 +182,8 @@ WindowStatus CaptureStatus() {
   return w;
 }
 
-namespace {
-
-// Attaches CUPTI for a window a program's thread opens (g_attach_mu held); a refusal is said once.
+// (A program's thread opening a --capture nvtx:NAME window holds g_attach_mu; a dormant --delay's
+// control thread is the only one to attach.)
 bool AttachForWindow() {
   std::string why;
   if (AttachCupti(&why)) return true;
@@ -198,6 +197,8 @@ bool AttachForWindow() {
   });
   return false;
 }
+
+namespace {
 
 // The range of --capture nvtx:NAME, as the environment names it (the agent's configuration reads
 // the same; a push may come before the agent has started): null until first asked.

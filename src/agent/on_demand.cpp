@@ -273,15 +273,7 @@ void DelayLoop() {
     }
     return;
   }
-  if (!SleepFor(g_delay) || c.stop) return;
-  std::string why;
-  if (!AttachCupti(&why)) {
-    std::fprintf(stderr, "kprof agent: no window: CUPTI could not be attached: %s\n", why.c_str());
-    Agent& a = A();
-    std::lock_guard<std::mutex> lock(a.side_mu);
-    a.side_meta.emplace_back("capture_problem", "CUPTI could not be attached: " + why);
-    return;
-  }
+  if (!SleepFor(g_delay) || c.stop || !AttachForWindow()) return;
   if (c.stop || !OpenOnDemand(CaptureTrigger::Time, "delay") || g_duration.count() == 0) return;
   if (SleepFor(g_duration) && !CloseAtSync(kCloseWaitMs, c.stop) && !c.stop)
     CloseOnDemand(CaptureEnd::Duration);
