@@ -76,6 +76,7 @@ struct DiagnosticKnobs {
   bool device_graphs = true;           ///< KPROF_DEVICE_GRAPHS=0: no device-launched graphs
   bool on_demand_detach = true;  ///< KPROF_ON_DEMAND_DETACH=0: CUPTI stays attached after a window
   bool on_demand_hold = true;  ///< KPROF_ON_DEMAND_DETACH=nohold: GPU records off at a window's end
+  bool alloc_source = true;    ///< KPROF_ALLOC_SOURCE=0: no allocating library in memory records
   /// KPROF_DORMANT=0: --capture nvtx:NAME and --delay attach CUPTI from the start (as before)
   bool dormant_nvtx = true;
   uint64_t buffer_mb = 0;         ///< KPROF_BUFFER_MB (1..256): CUPTI buffer size; 0 = default

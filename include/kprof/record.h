@@ -30,9 +30,11 @@ inline constexpr char kFileMagic[8] = {'K', 'P', 'R', 'O', 'F', 'R', 'U', 'N'};
 /// Major version: a reader refuses files with a larger major version.
 inline constexpr uint16_t kFormatMajor = 1;
 /// Minor version: additions that older readers may ignore (new block types, new meta keys).
-inline constexpr uint16_t kFormatMinor = 4;  // 1: graph records (kinds 15-17); 2: their end_ns;
+inline constexpr uint16_t kFormatMinor = 5;  // 1: graph records (kinds 15-17); 2: their end_ns;
                                              // 3: hardware counters (kinds 18-19);
-                                             // 4: capture windows (kind 20)
+                                             // 4: capture windows (kind 20);
+                                             // 5: failed allocations (kind 21), the
+                                             //    allocating library of MemAlloc/MemFree
 /// Largest payload a block may declare; anything larger is treated as corruption.
 inline constexpr uint32_t kMaxBlockPayload = 64u << 20;
 
@@ -57,13 +59,14 @@ enum class RecordKind : uint8_t {
   GraphLaunch = 15,   ///< one launch of a CUDA graph, as a whole (graph-level tracing)
   GraphNode = 16,     ///< a graph node made (captured, added or cloned), on the thread that made it
   GraphEvent = 17,    ///< a graph or executable graph made or destroyed; flags = GraphEventKind
-  CounterSample = 18,  ///< one metric of one GPU-wide counter sample (PM sampling), on a device
-  KernelMetric = 19,   ///< one metric of one kernel launch, measured by replaying it
-  CaptureWindow = 20,  ///< a stretch of time kprof recorded (--capture, --delay, --duration)
+  CounterSample = 18,   ///< one metric of one GPU-wide counter sample (PM sampling), on a device
+  KernelMetric = 19,    ///< one metric of one kernel launch, measured by replaying it
+  CaptureWindow = 20,   ///< a stretch of time kprof recorded (--capture, --delay, --duration)
+  MemAllocFailed = 21,  ///< an allocation call that failed (out of memory): what it asked for
 };
 
 /// Number of RecordKind values, for table sizing (highest value + 1).
-inline constexpr size_t kRecordKindCount = 21;
+inline constexpr size_t kRecordKindCount = 22;
 
 /// How a GraphNode record's node came to be (GraphNode.flags).
 enum class GraphNodeOrigin : uint8_t {
@@ -177,6 +180,9 @@ inline constexpr uint32_t kInstantiateDeviceLaunch = 4u;
 /// returned (docs/counters.md).
 inline constexpr uint8_t kKernelReplayed = 2u;
 
+/// MemAllocFailed.flags: the call was the driver API's (else the runtime's).
+inline constexpr uint8_t kAllocFailedDriver = 1u;
+
 /// Memcpy/memset flag bit in Record::flags' high bits is never used; copy flags go in `c`.
 inline constexpr uint32_t kCopyAsync = 1u;  ///< Memcpy.c bit 0: the copy was asynchronous
 
@@ -201,7 +207,13 @@ inline constexpr uint32_t kCopyAsync = 1u;  ///< Memcpy.c bit 0: the copy was as
 ///   Runtime/DriverApi  a = CUPTI callback id; b = return code
 ///   Marker*    a = marker id; b = domain string id (0 = default domain)
 ///   MemAlloc/MemFree   a,b = address low/high 32 bits; c = MemKind; bytes = size;
-///              start_ns = end_ns = timestamp
+///              start_ns = end_ns = timestamp; tid = stream; name = the shared object or program
+///              that asked for it (CUPTI's allocation source; 0 = not known); d = 1 for a
+///              stream-ordered (async) one; e = the variable's name for static memory (0 = none)
+///   MemAllocFailed  CPU instant on the calling thread (device = kNoDevice); d = the call's
+///              device (kNoDevice = not known); bytes = the size asked for; a = CUPTI callback id;
+///              b = the call's return code; c = MemKind asked for; flags = kAllocFailedDriver for a
+///              driver API call; name = the call's name (cudaMalloc, cuMemCreate, ...)
 ///   Overhead   a = OverheadKind; name = its description
 ///   Range      b = domain string id (e.g. "cpu_op", "user_annotation"); tid = thread
 ///   GpuRange   b = domain string id; tid = stream

@@ -79,6 +79,7 @@ namespace {
 void CUPTIAPI OnCallback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                          const void* data) {
   if (OnAttachCallback(domain, cbid, data)) return;  // (on demand: attach.cpp)
+  if (OnAllocationCallback(domain, cbid, data)) return;
   if (OnCaptureCallback(domain, cbid, data)) return;
   if (OnCounterCallback(domain, cbid, data)) return;
   if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
@@ -192,6 +193,7 @@ bool Subscribe() {
     // (Dormant, graphs are recorded per node, their kernels named by their records: the
     // building of graphs is not watched, since graphs are mostly built while CUPTI is off.)
     if (!a.dormant) EnableGraphCallbacks(a.subscriber);
+    if (!a.dormant && (a.kinds & kKindMemory) != 0) EnableAllocationCallbacks(a.subscriber);
     return true;
   }
   a.subscriber = nullptr;
@@ -227,6 +229,7 @@ int Initialize() {
     std::fprintf(stderr, "kprof agent: ignoring unknown KPROF_KINDS entries: %s\n",
                  unknown.c_str());
   }
+  SetAllocationSource(Knobs().alloc_source);
   if (Knobs().buffer_mb != 0) g_buffer_bytes = static_cast<size_t>(Knobs().buffer_mb) << 20;
   if (Knobs().flush_ms != 0) a.flush_period_ms = static_cast<int>(Knobs().flush_ms);
   a.pytorch = cfg.pytorch;

@@ -216,6 +216,13 @@ bool EnableGraphCallbacks(CUpti_SubscriberHandle subscriber);
 /// Handles a graph resource callback (CUPTI_CB_DOMAIN_RESOURCE); false for any other cbid.
 bool OnGraphCallback(CUpti_CallbackId cbid, const void* data);
 
+// memory_calls.cpp
+/// Enables the callbacks of the allocation calls on `subscriber` (per callback id).
+bool EnableAllocationCallbacks(CUpti_SubscriberHandle subscriber);
+/// An allocation call's callback: its failure becomes a MemAllocFailed record; false for any
+/// other call.
+bool OnAllocationCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
+
 // signals.cpp
 void BlockSignalsInThisThread();
 void InstallSignalHandlers();

@@ -286,7 +286,7 @@ ConvertResult ConvertMarker(const CUpti_Activity* rec, Interner& strings, Record
   return ConvertResult::Converted;
 }
 
-ConvertResult ConvertMemory(const CUpti_Activity* rec, Interner& /*strings*/, Record& out,
+ConvertResult ConvertMemory(const CUpti_Activity* rec, Interner& strings, Record& out,
                             MetaList& /*meta*/) {
   const auto* m = reinterpret_cast<const CUpti_ActivityMemory4*>(rec);
   if (m->timestamp == 0) return ConvertResult::MissingTimestamp;
@@ -305,6 +305,9 @@ ConvertResult ConvertMemory(const CUpti_Activity* rec, Interner& /*strings*/, Re
   out.a = static_cast<uint32_t>(m->address & 0xFFFFFFFFu);
   out.b = static_cast<uint32_t>(m->address >> 32);
   out.c = ToMemKind(m->memoryKind);
+  out.d = m->isAsync != 0 ? 1 : 0;
+  if (m->source != nullptr && m->source[0] != '\0') out.name = strings.Intern(m->source);
+  if (m->name != nullptr && m->name[0] != '\0') out.e = strings.Intern(m->name);
   return ConvertResult::Converted;
 }
 

@@ -287,7 +287,11 @@ constexpr Switched kSwitched[] = {
      "stop recording CUPTI's own overhead"},
 };
 
+bool g_alloc_source = true;
+
 }  // namespace
+
+void SetAllocationSource(bool on) { g_alloc_source = on; }
 
 bool EnableGraphTrace(uint32_t kinds) {
   if ((kinds & (kKindKernel | kKindMemcpy | kKindMemset)) == 0) return true;
@@ -305,6 +309,11 @@ bool EnableActivityKinds(uint32_t kinds, int* enabled_api, ApiRecords how) {
   for (const Switched& k : kSwitched) {
     if ((kinds & k.bit) == 0) continue;
     ok &= KPROF_CUPTI(cuptiActivityEnable(k.kind), k.on);
+    // The library that asked for each allocation (MemAlloc.name): CUPTI finds it per call,
+    // which costs allocations, not kernels (docs/benchmarks.md, "Memory").
+    if (k.bit == kKindMemory && g_alloc_source)
+      KPROF_CUPTI(cuptiActivityEnableAllocationSource(1),
+                  "record which library asked for each allocation (memory will have no owner)");
     // No records for event/stream queries that found work unfinished: polling loops flood.
     if (k.bit == kKindSync)
       KPROF_CUPTI(cuptiActivityEnableAllSyncRecords(0),

@@ -67,6 +67,9 @@ bool EnableGraphTrace(uint32_t kinds);
 /// How API records are switched on: per callback id (at start), or also through the whole API
 /// kinds with the other ids switched off (later, in a capture window: docs/capture.md).
 enum class ApiRecords : uint8_t { PerId, Kind };
+/// Whether EnableActivityKinds asks CUPTI for the library behind each allocation (default on;
+/// KPROF_ALLOC_SOURCE=0 turns it off, to measure what it costs).
+void SetAllocationSource(bool on);
 bool EnableActivityKinds(uint32_t kinds, int* enabled_api, ApiRecords how = ApiRecords::PerId);
 
 /// Finds the API callback ids kprof records (by name, once; EnableActivityKinds does it on its

@@ -153,6 +153,7 @@ DiagnosticKnobs ReadDiagnosticKnobs(const Get& get) {
   k.device_graphs = !is("KPROF_DEVICE_GRAPHS", "0");
   k.on_demand_detach = !is("KPROF_ON_DEMAND_DETACH", "0");
   k.on_demand_hold = !is("KPROF_ON_DEMAND_DETACH", "nohold");
+  k.alloc_source = !is("KPROF_ALLOC_SOURCE", "0");
   k.dormant_nvtx = !is("KPROF_DORMANT", "0");
   if (const char* v = get("KPROF_BUFFER_MB"); v != nullptr && *v != '\0') {
     const long mb = std::atol(v);

@@ -194,9 +194,36 @@ TEST(AgentConvert, MemoryAllocationsAndReleases) {
   EXPECT_EQ(r.Kind(), RecordKind::MemAlloc);
   EXPECT_EQ(r.bytes, 1u << 30);
   EXPECT_EQ((static_cast<uint64_t>(r.b) << 32) | r.a, 0x7f0012345678ull);
+  EXPECT_EQ(r.name, 0u);  // no allocation source, no variable
+  EXPECT_EQ(r.e, 0u);
   m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
   ASSERT_EQ(Convert(&m, in, r), ConvertResult::Converted);
   EXPECT_EQ(r.Kind(), RecordKind::MemFree);
+}
+
+// CUPTI's allocation source (cuptiActivityEnableAllocationSource) names the library that asked;
+// static memory carries its variable's name.
+TEST(AgentConvert, MemoryKeepsTheAllocatingLibraryAndTheVariable) {
+  auto m = Zeroed<CUpti_ActivityMemory4>();
+  m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+  m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+  m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC;
+  m.bytes = 4096;
+  m.timestamp = 1000;
+  m.isAsync = 1;
+  m.source = "/opt/torch/lib/libc10_cuda.so";
+  m.name = "table";
+  Interner in;
+  Record r;
+  ASSERT_EQ(Convert(&m, in, r), ConvertResult::Converted);
+  EXPECT_EQ(r.c, static_cast<uint32_t>(MemKind::DeviceStatic));
+  EXPECT_EQ(r.d, 1u);
+  const auto strings = in.TakeNew();
+  ASSERT_EQ(strings.size(), 2u);
+  EXPECT_EQ(strings[0].first, r.name);
+  EXPECT_EQ(strings[0].second, "/opt/torch/lib/libc10_cuda.so");
+  EXPECT_EQ(strings[1].first, r.e);
+  EXPECT_EQ(strings[1].second, "table");
 }
 
 TEST(AgentConvert, DevicePropertiesBecomeMeta) {
