@@ -49,8 +49,9 @@ int main(int argc, char** argv) {
     }
   }
   CHECK(cudaDeviceSynchronize());
-  std::printf("hint_alloc_churn: iters=%ld fixed=%d wall_s=%.6f\n", iters, fixed ? 1 : 0,
-              NowSeconds() - t0);
+  const double loop_s = NowSeconds() - t0;
+  std::printf("hint_alloc_churn: iters=%ld fixed=%d wall_s=%.6f loop_s=%.6f\n", iters,
+              fixed ? 1 : 0, loop_s, loop_s);
   if (fixed) {
     CHECK(cudaFree(scratch));
     CHECK(cudaFree(out));

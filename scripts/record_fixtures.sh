@@ -74,6 +74,8 @@ for prog in "$K"/hint_* "$K"/healthy_gemm; do
   record "$name" "$prog" "${args[@]}"
 done
 record train_step "$K/train_step" 20 0
+# Issue 37: a planted out-of-memory failure (exits 3): the failed call and its owners.
+record memory_oom_exit "$K/oom_planted" exit
 # Issue 15: cuDNN's attention planning per new key length (shape-setup), with an unprofiled run
 # of the same script beside it (plain.txt: each length's first call against the others).
 if "$PY" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then

@@ -6,6 +6,7 @@
 #   default  kprof run -q (no counters)
 #   sampled  kprof run -q --metrics sampled
 #   replay   kprof run -q --metrics replay
+#   nosource kprof run -q with KPROF_ALLOC_SOURCE=0 (no allocating library: what it costs)
 # and per run the whole command's wall seconds and the loop_s the workload prints (its measured
 # steps). Then per configuration the medians, and their ratios to plain and to default.
 #   OUT=DIR scripts/zoo_cost.sh KPROF WORKLOAD [ROUNDS=5] [CONFIGS="plain default sampled replay"]
@@ -38,6 +39,7 @@ for ((r = 1; r <= ROUNDS; ++r)); do
       default) pre=("$KPROF" run -q --force -o "/tmp/zoo_cost.$$" --) ;;
       sampled) pre=("$KPROF" run -q --force --metrics sampled -o "/tmp/zoo_cost.$$" --) ;;
       replay) pre=("$KPROF" run -q --force --metrics replay -o "/tmp/zoo_cost.$$" --) ;;
+      nosource) pre=(env KPROF_ALLOC_SOURCE=0 "$KPROF" run -q --force -o "/tmp/zoo_cost.$$" --) ;;
       *) echo "unknown configuration: $c" >&2; exit 2 ;;
     esac
     s=$(date +%s.%N)

@@ -12,6 +12,7 @@
 
 #include "kprof/counters.h"
 #include "kprof/distributed.h"
+#include "kprof/memory.h"
 #include "kprof/timeline.h"
 #include "kprof/trace.h"
 
@@ -30,8 +31,20 @@ struct Stat {
 /// Builds a Stat from a list of durations (sorts `durations` in place).
 Stat MakeStat(std::vector<uint64_t>& durations);
 
-enum class GroupBy { Kernel, Op, RangePath, Stream, Device, Graph, Module, Source, Compiled };
-/// Parses "kernel|op|range-path|stream|device|graph|module|source|compiled"; nullopt for
+/// Memory is not a grouping of GPU time: it shows who held device memory (Analysis::memory).
+enum class GroupBy {
+  Kernel,
+  Op,
+  RangePath,
+  Stream,
+  Device,
+  Graph,
+  Module,
+  Source,
+  Compiled,
+  Memory
+};
+/// Parses "kernel|op|range-path|stream|device|graph|module|source|compiled|memory"; nullopt for
 /// anything else.
 std::optional<GroupBy> ParseGroupBy(const std::string& s);
 const char* GroupByName(GroupBy by);
@@ -252,6 +265,9 @@ struct Analysis {
   CounterSummary counters;
   /// Per GPU and per rank, and the collectives matched across ranks (docs/distributed.md).
   DistributedSummary dist;
+  /// Device memory by owner at each process's peak and at each failed allocation
+  /// (docs/memory.md).
+  MemorySummary memory;
 };
 
 /// One GPU activity with what it was attributed to (exposed for hints, diff and tests).

@@ -68,6 +68,7 @@ std::optional<GroupBy> ParseGroupBy(const std::string& s) {
   if (s == "module") return GroupBy::Module;
   if (s == "source") return GroupBy::Source;
   if (s == "compiled") return GroupBy::Compiled;
+  if (s == "memory") return GroupBy::Memory;
   return std::nullopt;
 }
 
@@ -91,6 +92,8 @@ const char* GroupByName(GroupBy by) {
       return "source";
     case GroupBy::Compiled:
       return "compiled";
+    case GroupBy::Memory:
+      return "memory";
   }
   return "op";
 }
@@ -159,6 +162,7 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
   totals.Finish();
   // Hardware counters: each measured kernel's class, and (in the views) each group's.
   an.counters = detail::SummarizeCounters(tl);
+  an.memory = SummarizeMemory(tl);
   for (auto& v : views) v->Finish(an);
 
   // The rows of one view, unfiltered and unsorted.

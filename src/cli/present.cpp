@@ -85,7 +85,8 @@ void WriteTraceDir(const Timeline& timeline, const ViewOptions& v) {
 void AddViewOptions(CLI::App& app, ViewOptions& v, bool with_output) {
   app.add_option(
          "--by", v.by,
-         "Group GPU time by kernel|op|range-path|stream|device|graph|module|source|compiled")
+         "Group GPU time by kernel|op|range-path|stream|device|graph|module|source|compiled; "
+         "memory: device memory by owner at each peak (docs/memory.md)")
       ->capture_default_str();
   app.add_option("--format", v.format, "Output format: table|csv|json|md")->capture_default_str();
   app.add_option("--top", v.top, "Rows shown per table (0 = all)")->capture_default_str();
@@ -129,8 +130,9 @@ void Present(const Run& whole, const ViewOptions& v, const std::string& saved_to
   AnalysisOptions ao;
   auto by = ParseGroupBy(v.by);
   if (!by)
-    throw InputError("--by " + v.by +
-                     ": expected kernel|op|range-path|stream|device|graph|module|source|compiled");
+    throw InputError(
+        "--by " + v.by +
+        ": expected kernel|op|range-path|stream|device|graph|module|source|compiled|memory");
   ao.by = *by;
   auto fmt = ParseFormat(v.format);
   if (!fmt) throw InputError("--format " + v.format + ": expected table|csv|json|md");

@@ -13,6 +13,7 @@
 #include "kprof/utf8.h"
 #include "output/report_common.h"
 #include "output/report_distributed.h"
+#include "output/report_memory.h"
 #include "output/report_text.h"
 
 namespace kprof {
@@ -283,9 +284,15 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
     devices += fmt::format("{}dev {} {}", devices.empty() ? "" : ", ", d.id, d.name);
   out << fmt::format("kprof: {} process{}{}{}\n\n", s.processes, s.processes == 1 ? "" : "es",
                      devices.empty() ? "" : ", ", devices);
+  report_memory::OutOfMemory(out, a);
 
   const bool counters = HasCounters(a);
-  if (a.by != GroupBy::Kernel) GroupTable(out, a, o);
+  if (a.by == GroupBy::Memory) {
+    report_memory::Peaks(out, a, true);
+    if (a.memory.peaks.empty()) out << "Device memory: no allocation recorded\n";
+  } else if (a.by != GroupBy::Kernel) {
+    GroupTable(out, a, o);
+  }
   if (a.by == GroupBy::Kernel) {
     // The kernel view: the rows as --filter and --sort left them, with full statistics.
     std::unordered_map<std::string_view, const KernelRow*> by_name;
@@ -312,6 +319,7 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
   if (!a.graphs.empty()) GraphsTable(out, a, o);
   out << "\nTotals\n";
   Totals(out, s, HintBaseNs(hints), "  ");
+  if (a.by != GroupBy::Memory) report_memory::Peaks(out, a, false);
 
   if (!a.ranges.empty()) {
     out << "\nNVTX ranges\n";

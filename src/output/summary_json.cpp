@@ -9,6 +9,7 @@
 #include "kprof/output.h"
 #include "output/report_common.h"
 #include "output/report_distributed.h"
+#include "output/report_memory.h"
 
 namespace kprof {
 namespace {
@@ -405,6 +406,7 @@ std::string ReportJson(const Run& run, const Analysis& a, const std::vector<Hint
   j["ranges"] = ranges;
   j["processes"] = procs;
   report_dist::Json(j, a);
+  report_memory::Json(j, a);
   j["hints"] = hs;
   const JointSaving joint = EstimateJoint(hints);
   j["joint_saving"] = {{"est_saving_ns", joint.est_saving_ns},

@@ -1,0 +1,322 @@
+// Device memory by owner (include/kprof/memory.h, docs/memory.md). Per process and device, the
+// allocations are replayed in time order: the moment the memory held was highest is found, then
+// the replay is made again up to that moment (and up to each failed allocation) and what was
+// live then is grouped by the library that asked for it and by the op range of its call.
+#include "kprof/memory.h"
+
+#include <algorithm>
+#include <map>
+#include <string_view>
+#include <unordered_map>
+
+#include "analysis/views/view.h"
+#include "kprof/timeline.h"
+#include "kprof/trace.h"
+
+namespace kprof {
+namespace {
+
+// Libraries whose allocations have a name people know; matched in the file's base name.
+struct KnownLibrary {
+  std::string_view stem;
+  std::string_view owner;
+};
+constexpr KnownLibrary kKnown[] = {
+    {"libc10_cuda", "PyTorch caching allocator"},
+    {"libnccl", "NCCL"},
+    {"libcublasLt", "cuBLASLt"},
+    {"libcublas", "cuBLAS"},
+    {"libcudnn", "cuDNN"},
+    {"libcufft", "cuFFT"},
+    {"libcusparse", "cuSPARSE"},
+    {"libcusolver", "cuSOLVER"},
+    {"libcurand", "cuRAND"},
+    {"libnvshmem", "NVSHMEM"},
+    {"libcuda.so", "CUDA driver"},
+    {"libcudart", "CUDA runtime"},
+};
+
+std::string Base(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+constexpr std::string_view kStaticOwner = "static memory (module globals)";
+constexpr std::string_view kUnknownOwner = "(library not recorded)";
+constexpr std::string_view kNoRange = "(no range)";
+
+struct Alloc {
+  uint64_t bytes = 0;
+  uint64_t t_ns = 0;
+  uint32_t library = 0;   // index into Replay::owners
+  int range = -1;         // index into the process's op ranges
+  uint32_t variable = 0;  // string id
+};
+
+// One memory event of one process on one device.
+struct Event {
+  const Record* r = nullptr;
+  int64_t delta = 0;
+};
+
+class Replay {
+ public:
+  Replay(const ProcessTimeline& t, std::vector<Event> events)
+      : t_(t), p_(*t.process), events_(std::move(events)) {
+    std::stable_sort(events_.begin(), events_.end(),
+                     [](const Event& a, const Event& b) { return a.r->start_ns < b.r->start_ns; });
+  }
+
+  // Replays the events before `end` (an index into the sorted events); the state afterwards.
+  void Run(size_t end) {
+    live_.clear();
+    held_ = 0;
+    made_.assign(owners_.size(), 0);
+    made_range_.clear();
+    for (size_t i = 0; i < end && i < events_.size(); ++i) Apply(events_[i]);
+  }
+
+  // The index of the event after which the memory held was highest, and that height.
+  std::pair<size_t, int64_t> Peak() {
+    live_.clear();
+    held_ = 0;
+    made_.assign(owners_.size(), 0);
+    made_range_.clear();
+    int64_t best = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < events_.size(); ++i) {
+      Apply(events_[i]);
+      if (held_ > best) {
+        best = held_;
+        at = i + 1;
+      }
+    }
+    return {at, best};
+  }
+
+  // The number of events strictly before time `t`.
+  size_t Before(uint64_t t) const {
+    return static_cast<size_t>(
+        std::lower_bound(events_.begin(), events_.end(), t,
+                         [](const Event& e, uint64_t v) { return e.r->start_ns < v; }) -
+        events_.begin());
+  }
+  const Event& At(size_t i) const { return events_[i]; }
+  bool empty() const { return events_.empty(); }
+
+  void Describe(MemoryState& s, size_t top) const {
+    s.live_bytes = held_;
+    std::vector<MemoryOwner> libs(owners_.size());
+    for (size_t i = 0; i < owners_.size(); ++i) {
+      libs[i].name = owners_[i];
+      libs[i].allocations = made_[i];
+    }
+    std::map<std::string, MemoryOwner> ranges;
+    for (const auto& [range, n] : made_range_) ranges[RangeName(range)].allocations += n;
+    std::vector<std::pair<uint64_t, const Alloc*>> all;
+    all.reserve(live_.size());
+    for (const auto& [addr, a] : live_) {
+      MemoryOwner& lib = libs[a.library];
+      lib.live_bytes += static_cast<int64_t>(a.bytes);
+      ++lib.live_allocations;
+      MemoryOwner& rg = ranges[RangeName(a.range)];
+      rg.live_bytes += static_cast<int64_t>(a.bytes);
+      ++rg.live_allocations;
+      all.emplace_back(addr, &a);
+    }
+    std::erase_if(libs, [](const MemoryOwner& o) { return o.live_allocations == 0; });
+    for (auto& [name, o] : ranges) {
+      if (o.live_allocations == 0) continue;
+      o.name = name;
+      s.by_range.push_back(o);
+    }
+    s.by_library = std::move(libs);
+    const auto most = [](const MemoryOwner& a, const MemoryOwner& b) {
+      return a.live_bytes != b.live_bytes ? a.live_bytes > b.live_bytes : a.name < b.name;
+    };
+    std::sort(s.by_library.begin(), s.by_library.end(), most);
+    std::sort(s.by_range.begin(), s.by_range.end(), most);
+    if (s.by_library.size() > top) s.by_library.resize(top);
+    if (s.by_range.size() > top) s.by_range.resize(top);
+    const size_t n = std::min(top, all.size());
+    std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), all.end(),
+                      [](const auto& a, const auto& b) {
+                        return a.second->bytes != b.second->bytes
+                                   ? a.second->bytes > b.second->bytes
+                                   : a.first < b.first;
+                      });
+    for (size_t i = 0; i < n; ++i) {
+      const Alloc& a = *all[i].second;
+      s.largest.push_back({all[i].first, a.bytes, a.t_ns, owners_[a.library],
+                           a.range < 0 ? std::string() : std::string(RangeName(a.range)),
+                           a.variable != 0 ? p_.strings.Get(a.variable) : std::string()});
+    }
+  }
+
+  std::string RangeName(int range) const {
+    return range < 0 ? std::string(kNoRange)
+                     : std::string(t_.index.Name(static_cast<size_t>(range)));
+  }
+
+  // The innermost op range open on the thread of the call with `correlation` when it began.
+  int RangeOf(uint32_t correlation) const {
+    const Record* api = t_.index.api_by_correlation.Find(correlation);
+    return api == nullptr ? -1 : t_.index.InnermostAt(api->tid, api->start_ns);
+  }
+
+ private:
+  uint32_t OwnerOf(const Record& r) {
+    std::string name;
+    const auto mk = static_cast<MemKind>(r.c);
+    if (mk == MemKind::DeviceStatic || mk == MemKind::ManagedStatic) {
+      // A module's globals, loaded with its code: whose code, when CUPTI said.
+      name = kStaticOwner;
+      if (r.name != 0) name += " of " + Base(p_.Name(r));
+    } else if (r.name != 0) {
+      name = LibraryOwner(p_.Name(r));
+    } else {
+      name = kUnknownOwner;
+    }
+    auto [it, fresh] = owner_ids_.try_emplace(name, static_cast<uint32_t>(owners_.size()));
+    if (fresh) {
+      owners_.push_back(name);
+      made_.push_back(0);
+    }
+    return it->second;
+  }
+
+  void Apply(const Event& e) {
+    const Record& r = *e.r;
+    const uint64_t addr = static_cast<uint64_t>(r.a) | static_cast<uint64_t>(r.b) << 32;
+    if (e.delta >= 0) {
+      Alloc a{r.bytes, r.start_ns, OwnerOf(r), RangeOf(r.correlation), r.e};
+      ++made_[a.library];
+      ++made_range_[a.range];
+      auto [it, fresh] = live_.try_emplace(addr, a);
+      if (!fresh) {  // a second allocation at a live address: its release was not recorded
+        held_ -= static_cast<int64_t>(it->second.bytes);
+        it->second = a;
+      }
+      held_ += static_cast<int64_t>(a.bytes);
+      return;
+    }
+    auto it = live_.find(addr);
+    if (it == live_.end()) return;  // allocated before the recording began
+    held_ -= static_cast<int64_t>(it->second.bytes);
+    live_.erase(it);
+  }
+
+  const ProcessTimeline& t_;
+  const ProcessTrace& p_;
+  std::vector<Event> events_;
+  std::unordered_map<uint64_t, Alloc> live_;
+  int64_t held_ = 0;
+  std::vector<std::string> owners_;
+  std::unordered_map<std::string, uint32_t> owner_ids_;
+  std::vector<uint64_t> made_;
+  std::unordered_map<int, uint64_t> made_range_;
+};
+
+uint64_t Capacity(const ProcessTrace& p, uint16_t device) {
+  auto it = p.meta.find("device." + std::to_string(device) + ".memory_bytes");
+  if (it == p.meta.end()) return 0;
+  try {
+    return std::stoull(it->second);
+  } catch (...) {
+    return 0;
+  }
+}
+
+// The device a failed allocation call was made on (MemAllocFailed.d).
+uint16_t FailedDevice(const Record& r) {
+  return r.d <= UINT16_MAX ? static_cast<uint16_t>(r.d) : kNoDevice;
+}
+
+}  // namespace
+
+std::string LibraryOwner(const std::string& path) {
+  if (path.empty()) return "";
+  const std::string base = Base(path);
+  for (const KnownLibrary& k : kKnown)
+    if (std::string_view(base).starts_with(k.stem)) return std::string(k.owner) + " (" + base + ")";
+  if (path.find("/cupy/") != std::string::npos) return "CuPy memory pool (" + base + ")";
+  return base;
+}
+
+MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
+  MemorySummary out;
+  for (const ProcessTimeline& t : tl.processes) {
+    const ProcessTrace& p = *t.process;
+    std::map<uint16_t, std::vector<Event>> by_device;
+    std::vector<const Record*> failed;
+    uint64_t first = UINT64_MAX;
+    for (const Record& r : p.records) {
+      if (r.start_ns != 0) first = std::min(first, r.start_ns);
+      if (r.Kind() == RecordKind::MemAllocFailed) {
+        failed.push_back(&r);
+        continue;
+      }
+      const auto delta = detail::DeviceMemoryDelta(r);
+      if (!delta || r.start_ns == 0) continue;
+      by_device[r.device].push_back({&r, *delta});
+      if (*delta >= 0) {
+        ++out.allocations;
+        if (r.name != 0) ++out.sourced_allocations;
+      }
+    }
+    std::map<uint16_t, Replay> replays;
+    for (auto& [device, events] : by_device) {
+      Replay& rp = replays.try_emplace(device, t, std::move(events)).first->second;
+      const auto [at, height] = rp.Peak();
+      if (height <= 0) continue;
+      rp.Run(at);
+      MemoryState s;
+      s.pid = p.pid;
+      s.rank = p.rank;
+      s.device = device;
+      s.t_ns = rp.At(at - 1).r->start_ns;
+      s.since_start_ns = s.t_ns - std::min(first, s.t_ns);
+      s.capacity_bytes = Capacity(p, device);
+      const int range = rp.RangeOf(rp.At(at - 1).r->correlation);
+      if (range >= 0) s.range = rp.RangeName(range);
+      rp.Describe(s, top);
+      out.peaks.push_back(std::move(s));
+    }
+    std::sort(failed.begin(), failed.end(),
+              [](const Record* a, const Record* b) { return a->start_ns < b->start_ns; });
+    for (const Record* r : failed) {
+      FailedAllocation f;
+      f.call = p.Name(*r);
+      if (f.call.empty()) f.call = "(allocation call)";
+      f.bytes = r->bytes;
+      f.code = r->b;
+      f.pinned_host = static_cast<MemKind>(r->c) == MemKind::Pinned;
+      f.tid = r->tid;
+      const int range = t.index.InnermostAt(r->tid, r->start_ns);
+      if (range >= 0) f.range = std::string(t.index.Name(static_cast<size_t>(range)));
+      MemoryState& s = f.state;
+      s.pid = p.pid;
+      s.rank = p.rank;
+      s.device = FailedDevice(*r);
+      s.t_ns = r->start_ns;
+      s.since_start_ns = s.t_ns - std::min(first, s.t_ns);
+      s.capacity_bytes = FailedDevice(*r) == kNoDevice ? 0 : Capacity(p, FailedDevice(*r));
+      auto it = replays.find(FailedDevice(*r));
+      if (it != replays.end()) {
+        it->second.Run(it->second.Before(r->start_ns));
+        it->second.Describe(s, top);
+      }
+      out.failures.push_back(std::move(f));
+    }
+  }
+  std::stable_sort(
+      out.peaks.begin(), out.peaks.end(),
+      [](const MemoryState& a, const MemoryState& b) { return a.live_bytes > b.live_bytes; });
+  std::stable_sort(out.failures.begin(), out.failures.end(),
+                   [](const FailedAllocation& a, const FailedAllocation& b) {
+                     return a.state.t_ns < b.state.t_ns;
+                   });
+  return out;
+}
+
+}  // namespace kprof
