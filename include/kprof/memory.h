@@ -42,6 +42,9 @@ struct MemoryState {
   std::vector<MemoryOwner> by_range;    ///< by the innermost op range of the allocating call
   std::vector<LiveAllocation> largest;  ///< the largest live allocations, largest first
   std::string range;  ///< the op range open when the peak was reached ("" = none, or a failure)
+  /// The process recorded capture windows: memory was recorded inside them only, so this counts
+  /// only what was allocated (and not freed) inside them.
+  bool partial = false;
 };
 
 /// An allocation call that failed, and the memory at that moment.
@@ -53,7 +56,15 @@ struct FailedAllocation {
   uint32_t tid = 0;
   std::string range;  ///< innermost op range open on the calling thread, "" when none
   MemoryState state;  ///< the process's device memory at the failure (device as the call's)
+  /// Whether `state` holds the owners: for the first kDescribedFailures of a process and its
+  /// last, not for pinned host memory (not device memory).
+  bool described = false;
+  /// cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY (others: a sticky error after a
+  /// fault, an allocation during stream capture, ...).
+  static constexpr uint32_t kOutOfMemoryCode = 2;
+  bool OutOfMemory() const { return code == kOutOfMemoryCode; }
 };
+inline constexpr size_t kDescribedFailures = 3;
 
 struct MemorySummary {
   std::vector<MemoryState> peaks;          ///< per process and device, the highest first

@@ -208,7 +208,8 @@ inline constexpr uint32_t kCopyAsync = 1u;  ///< Memcpy.c bit 0: the copy was as
 ///   Marker*    a = marker id; b = domain string id (0 = default domain)
 ///   MemAlloc/MemFree   a,b = address low/high 32 bits; c = MemKind; bytes = size;
 ///              start_ns = end_ns = timestamp; tid = stream; name = the shared object or program
-///              that asked for it (CUPTI's allocation source; 0 = not known); d = 1 for a
+///              that asked for it (CUPTI's allocation source; 0 = not known, and on every
+///              MemFree); d = 1 for a
 ///              stream-ordered (async) one; e = the variable's name for static memory (0 = none)
 ///   MemAllocFailed  CPU instant on the calling thread (device = kNoDevice); d = the call's
 ///              device (kNoDevice = not known); bytes = the size asked for; a = CUPTI callback id;

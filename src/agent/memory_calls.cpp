@@ -2,8 +2,11 @@
 // records say what was allocated, never what was asked for and refused. The exits of the
 // allocation calls come to this callback; one that did not succeed becomes a MemAllocFailed
 // record with the size asked for, so that a run that ends in "out of memory" says what failed
-// and what held the memory then. Only failures write anything: a successful call costs one
-// callback that compares its return value.
+// and what held the memory then. Every failure is written (out of memory is code 2; after a
+// fault a sticky error fails them too). Only failures write anything; a successful cudaMalloc
+// costs four callbacks (entry and exit of the runtime call and of the driver call inside it).
+// The calls' parameter structs are CUDA's (generated_*_meta.h, through cupti.h), not CUPTI's
+// versioned records, which only convert.cpp names.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <cupti.h>
@@ -144,6 +147,14 @@ bool OnAllocationCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, co
   uint32_t device = 0;
   r.d = d->context != nullptr && cuptiGetDeviceId(d->context, &device) == CUPTI_SUCCESS ? device
                                                                                         : kNoDevice;
+  // cuMemCreate names its device itself (the current context's may be another GPU's).
+  if (!runtime && cbid == CUPTI_DRIVER_TRACE_CBID_cuMemCreate) {
+    const CUmemAllocationProp* prop =
+        static_cast<const cuMemCreate_params*>(d->functionParams)->prop;
+    r.d = prop != nullptr && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE
+              ? static_cast<uint32_t>(prop->location.id)
+              : kNoDevice;
+  }
   Agent& a = A();
   std::lock_guard<std::mutex> lock(a.side_mu);
   a.side.push_back({r, d->functionName != nullptr ? d->functionName : ""});

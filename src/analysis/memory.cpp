@@ -57,6 +57,8 @@ struct Alloc {
 struct Event {
   const Record* r = nullptr;
   int64_t delta = 0;
+  uint32_t library = 0;  // an allocation's owner (Replay::owners_), found once
+  int range = -1;        // an allocation's op range, found once
 };
 
 class Replay {
@@ -65,6 +67,11 @@ class Replay {
       : t_(t), p_(*t.process), events_(std::move(events)) {
     std::stable_sort(events_.begin(), events_.end(),
                      [](const Event& a, const Event& b) { return a.r->start_ns < b.r->start_ns; });
+    for (Event& e : events_) {
+      if (e.delta < 0) continue;
+      e.library = OwnerOf(*e.r);
+      e.range = RangeOf(e.r->correlation);
+    }
   }
 
   // Replays the events before `end` (an index into the sorted events); the state afterwards.
@@ -166,9 +173,12 @@ class Replay {
 
  private:
   uint32_t OwnerOf(const Record& r) {
-    std::string name;
     const auto mk = static_cast<MemKind>(r.c);
-    if (mk == MemKind::DeviceStatic || mk == MemKind::ManagedStatic) {
+    const bool is_static = mk == MemKind::DeviceStatic || mk == MemKind::ManagedStatic;
+    const uint64_t key = r.name | (is_static ? 1ull << 32 : 0);
+    if (auto it = owner_of_.find(key); it != owner_of_.end()) return it->second;
+    std::string name;
+    if (is_static) {
       // A module's globals, loaded with its code: whose code, when CUPTI said.
       name = kStaticOwner;
       if (r.name != 0) name += " of " + Base(p_.Name(r));
@@ -182,6 +192,7 @@ class Replay {
       owners_.push_back(name);
       made_.push_back(0);
     }
+    owner_of_.emplace(key, it->second);
     return it->second;
   }
 
@@ -189,7 +200,7 @@ class Replay {
     const Record& r = *e.r;
     const uint64_t addr = static_cast<uint64_t>(r.a) | static_cast<uint64_t>(r.b) << 32;
     if (e.delta >= 0) {
-      Alloc a{r.bytes, r.start_ns, OwnerOf(r), RangeOf(r.correlation), r.e};
+      Alloc a{r.bytes, r.start_ns, e.library, e.range, r.e};
       ++made_[a.library];
       ++made_range_[a.range];
       auto [it, fresh] = live_.try_emplace(addr, a);
@@ -213,6 +224,7 @@ class Replay {
   int64_t held_ = 0;
   std::vector<std::string> owners_;
   std::unordered_map<std::string, uint32_t> owner_ids_;
+  std::unordered_map<uint64_t, uint32_t> owner_of_;  // (string id, static) -> owners_ index
   std::vector<uint64_t> made_;
   std::unordered_map<int, uint64_t> made_range_;
 };
@@ -277,6 +289,9 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
       s.t_ns = rp.At(at - 1).r->start_ns;
       s.since_start_ns = s.t_ns - std::min(first, s.t_ns);
       s.capacity_bytes = Capacity(p, device);
+      s.partial = std::any_of(p.records.begin(), p.records.end(), [](const Record& r) {
+        return r.Kind() == RecordKind::CaptureWindow;
+      });
       const int range = rp.RangeOf(rp.At(at - 1).r->correlation);
       if (range >= 0) s.range = rp.RangeName(range);
       rp.Describe(s, top);
@@ -284,7 +299,11 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
     }
     std::sort(failed.begin(), failed.end(),
               [](const Record* a, const Record* b) { return a->start_ns < b->start_ns; });
-    for (const Record* r : failed) {
+    // Windows: memory is recorded inside them only, so what was held then is a part.
+    bool windows = false;
+    for (const Record& r : p.records) windows |= r.Kind() == RecordKind::CaptureWindow;
+    for (size_t i = 0; i < failed.size(); ++i) {
+      const Record* r = failed[i];
       FailedAllocation f;
       f.call = p.Name(*r);
       if (f.call.empty()) f.call = "(allocation call)";
@@ -301,8 +320,12 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
       s.t_ns = r->start_ns;
       s.since_start_ns = s.t_ns - std::min(first, s.t_ns);
       s.capacity_bytes = FailedDevice(*r) == kNoDevice ? 0 : Capacity(p, FailedDevice(*r));
+      s.partial = windows;
+      // The state of the first failures and of the last (a replay each): a program that probes
+      // with failing calls is not replayed once per call.
+      f.described = !f.pinned_host && (i < kDescribedFailures || i + 1 == failed.size());
       auto it = replays.find(FailedDevice(*r));
-      if (it != replays.end()) {
+      if (f.described && it != replays.end()) {
         it->second.Run(it->second.Before(r->start_ns));
         it->second.Describe(s, top);
       }

@@ -59,6 +59,10 @@ std::string Capacity(const MemoryState& s) {
                      FormatBytes(s.capacity_bytes));
 }
 
+std::string Partial(const MemoryState& s) {
+  return s.partial ? " (allocations inside the capture windows only)" : "";
+}
+
 nlohmann::ordered_json OwnersJson(const std::vector<MemoryOwner>& owners) {
   auto arr = nlohmann::ordered_json::array();
   for (const MemoryOwner& o : owners)
@@ -77,6 +81,7 @@ nlohmann::ordered_json StateJson(const MemoryState& s) {
   j["t_ns"] = s.t_ns;
   j["since_start_ns"] = s.since_start_ns;
   j["live_bytes"] = s.live_bytes;
+  j["partial"] = s.partial;
   if (s.capacity_bytes) j["capacity_bytes"] = s.capacity_bytes;
   if (!s.range.empty()) j["range"] = s.range;
   j["by_library"] = OwnersJson(s.by_library);
@@ -98,8 +103,15 @@ nlohmann::ordered_json StateJson(const MemoryState& s) {
 void OutOfMemory(std::ostream& out, const Analysis& a) {
   const auto& failures = a.memory.failures;
   if (failures.empty()) return;
-  out << fmt::format("OUT OF MEMORY: {} allocation call{} failed\n", failures.size(),
-                     failures.size() == 1 ? "" : "s");
+  size_t oom = 0;
+  for (const FailedAllocation& f : failures) oom += f.OutOfMemory() ? 1 : 0;
+  if (oom > 0)
+    out << fmt::format("OUT OF MEMORY: {} allocation call{} failed{}\n", failures.size(),
+                       failures.size() == 1 ? "" : "s",
+                       oom < failures.size() ? fmt::format(", {} out of memory", oom) : "");
+  else
+    out << fmt::format("ALLOCATION FAILED: {} allocation call{} failed, none out of memory\n",
+                       failures.size(), failures.size() == 1 ? "" : "s");
   size_t shown = 0;
   for (const FailedAllocation& f : failures) {
     if (shown++ == 3) {
@@ -108,12 +120,21 @@ void OutOfMemory(std::ostream& out, const Analysis& a) {
       break;
     }
     const MemoryState& s = f.state;
-    out << fmt::format("  {} asked for {}{} at {} and failed (error {}) on {}{}\n", f.call,
+    out << fmt::format("  {} asked for {}{} at {} and failed (error {}{}) on {}{}\n", f.call,
                        FormatBytes(f.bytes), f.pinned_host ? " of pinned host memory" : "",
-                       FormatDuration(s.since_start_ns), f.code, Where(s),
+                       FormatDuration(s.since_start_ns), f.code,
+                       f.OutOfMemory() ? ": out of memory" : "", Where(s),
                        f.range.empty() ? "" : ", in " + f.range);
-    out << fmt::format("  held then by the process's allocations: {}{}\n", Bytes(s.live_bytes),
-                       Capacity(s));
+    if (f.pinned_host) continue;  // host memory: the GPU's owners do not bear on it
+    if (!f.described) {
+      out << fmt::format(
+          "  held then: not described (the first {} failures of a process and "
+          "its last are)\n",
+          kDescribedFailures);
+      continue;
+    }
+    out << fmt::format("  held then by the process's allocations: {}{}{}\n", Bytes(s.live_bytes),
+                       Capacity(s), Partial(s));
     Owners(out, "by library", s.by_library, s.live_bytes, 3);
     Owners(out, "by range of the allocating call", s.by_range, s.live_bytes, 3);
   }
@@ -131,9 +152,9 @@ void Peaks(std::ostream& out, const Analysis& a, bool all) {
                          m.peaks.size() - 2);
       break;
     }
-    out << fmt::format("  peak {} on {} at {}{}{}\n", Bytes(s.live_bytes), Where(s),
+    out << fmt::format("  peak {} on {} at {}{}{}{}\n", Bytes(s.live_bytes), Where(s),
                        FormatDuration(s.since_start_ns), Capacity(s),
-                       s.range.empty() ? "" : ", in " + s.range);
+                       s.range.empty() ? "" : ", in " + s.range, Partial(s));
     Owners(out, "by library", s.by_library, s.live_bytes, all ? SIZE_MAX : 3);
     Owners(out, "by range of the allocating call", s.by_range, s.live_bytes, all ? SIZE_MAX : 3);
     if (all) Largest(out, s.largest);
@@ -160,7 +181,8 @@ void Json(nlohmann::ordered_json& j, const Analysis& a) {
                               {"pinned_host", f.pinned_host},
                               {"tid", f.tid}};
     if (!f.range.empty()) fj["range"] = f.range;
-    fj["state"] = StateJson(f.state);
+    fj["out_of_memory"] = f.OutOfMemory();
+    if (f.described) fj["state"] = StateJson(f.state);
     failures.push_back(std::move(fj));
   }
   mj["failed_allocations"] = std::move(failures);

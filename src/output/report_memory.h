@@ -1,5 +1,6 @@
 // Internal to the output library: device memory by owner and the failed allocations
-// (docs/memory.md), for the table, Markdown and JSON reports (report.cpp, summary_json.cpp).
+// (docs/memory.md), for the table and JSON reports (report.cpp, summary_json.cpp); --by memory
+// is refused in CSV and Markdown (src/cli/present.cpp).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -163,3 +163,41 @@ TEST(Memory, StaticMemoryIsItsModulesWhateverLibraryLoadedIt) {
   EXPECT_EQ(m.peaks[0].by_library[0].name, "static memory (module globals)");
   EXPECT_EQ(m.peaks[0].by_library[1].name, "static memory (module globals) of libtorch_cuda.so");
 }
+
+TEST(Memory, OnlyTheFirstFailuresAndTheLastAreReplayed) {
+  test::TraceBuilder b = Planted();
+  for (uint64_t t = 9000; t < 9005; ++t) Failed(b, t, 2048 * kMiB);
+  b.t.records.back().b = 700;  // the last: a sticky error after a fault, not out of memory
+  const MemorySummary m = Summarize(b);
+  ASSERT_EQ(m.failures.size(), 6u);
+  const bool want[] = {true, true, true, false, false, true};
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(m.failures[i].described, want[i]) << i;
+  EXPECT_TRUE(m.failures[4].OutOfMemory());
+  EXPECT_FALSE(m.failures[5].OutOfMemory());
+  EXPECT_EQ(m.failures[5].state.live_bytes, static_cast<int64_t>(230 * kMiB));
+  EXPECT_EQ(m.failures[4].state.live_bytes, 0);  // not described
+}
+
+TEST(Memory, AProcessWithCaptureWindowsHasOnlyPartOfItsMemory) {
+  test::TraceBuilder b = Planted();
+  b.Add(RecordKind::CaptureWindow, "step", 900, 9000);
+  const MemorySummary m = Summarize(b);
+  ASSERT_EQ(m.peaks.size(), 1u);
+  EXPECT_TRUE(m.peaks[0].partial);
+  ASSERT_EQ(m.failures.size(), 1u);
+  EXPECT_TRUE(m.failures[0].state.partial);
+  EXPECT_FALSE(Summarize(Planted()).peaks[0].partial);
+}
+
+TEST(Memory, ByMemoryListsEveryOwner) {
+  test::TraceBuilder b;
+  for (uint64_t i = 0; i < 8; ++i)
+    Mem(b, true, 100 + 100 * i, 1000 + i, 0x1000 * (i + 1),
+        "/lib/libx" + std::to_string(i) + ".so");
+  kprof::Run run;
+  run.processes.push_back(b.t);
+  AnalysisOptions all;
+  all.by = GroupBy::Memory;
+  EXPECT_EQ(Analyze(BuildTimeline(run), all).memory.peaks[0].by_library.size(), 8u);
+  EXPECT_EQ(Analyze(BuildTimeline(run)).memory.peaks[0].by_library.size(), 5u);
+}
