@@ -5,6 +5,7 @@
 #include "kprof/memory.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <string_view>
 #include <unordered_map>
@@ -44,6 +45,9 @@ std::string Base(const std::string& path) {
 constexpr std::string_view kStaticOwner = "static memory (module globals)";
 constexpr std::string_view kUnknownOwner = "(library not recorded)";
 constexpr std::string_view kNoRange = "(no range)";
+// The largest live allocations listed, however many owners are (PyTorch loads hundreds of
+// static variables).
+constexpr size_t kLargestShown = 10;
 
 struct Alloc {
   uint64_t bytes = 0;
@@ -145,7 +149,7 @@ class Replay {
     std::sort(s.by_range.begin(), s.by_range.end(), most);
     if (s.by_library.size() > top) s.by_library.resize(top);
     if (s.by_range.size() > top) s.by_range.resize(top);
-    const size_t n = std::min(top, all.size());
+    const size_t n = std::min({top, kLargestShown, all.size()});
     std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), all.end(),
                       [](const auto& a, const auto& b) {
                         return a.second->bytes != b.second->bytes

@@ -289,7 +289,7 @@ void Table(std::ostream& out, const Run& run, const Analysis& a, const std::vect
   const bool counters = HasCounters(a);
   if (a.by == GroupBy::Memory) {
     report_memory::Peaks(out, a, true);
-    if (a.memory.peaks.empty()) out << "Device memory: no allocation recorded\n";
+    out << (a.memory.peaks.empty() ? "Device memory: no allocation recorded\n\n" : "\n");
   } else if (a.by != GroupBy::Kernel) {
     GroupTable(out, a, o);
   }

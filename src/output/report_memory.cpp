@@ -144,7 +144,7 @@ void OutOfMemory(std::ostream& out, const Analysis& a) {
 void Peaks(std::ostream& out, const Analysis& a, bool all) {
   const MemorySummary& m = a.memory;
   if (m.peaks.empty()) return;
-  out << "\nDevice memory (the process's allocations at their peak, by owner)\n";
+  out << (all ? "" : "\n") << "Device memory (the process's allocations at their peak, by owner)\n";
   size_t shown = 0;
   for (const MemoryState& s : m.peaks) {
     if (!all && shown++ == 2) {
