@@ -10,6 +10,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "analysis/accumulators.h"
 #include "analysis/views/view.h"
 #include "kprof/timeline.h"
 #include "kprof/trace.h"
@@ -128,10 +129,10 @@ class Replay {
     all.reserve(live_.size());
     for (const auto& [addr, a] : live_) {
       MemoryOwner& lib = libs[a.library];
-      lib.live_bytes += static_cast<int64_t>(a.bytes);
+      detail::SatAdd(lib.live_bytes, static_cast<int64_t>(a.bytes));
       ++lib.live_allocations;
       MemoryOwner& rg = ranges[RangeName(a.range)];
-      rg.live_bytes += static_cast<int64_t>(a.bytes);
+      detail::SatAdd(rg.live_bytes, static_cast<int64_t>(a.bytes));
       ++rg.live_allocations;
       all.emplace_back(addr, &a);
     }
@@ -204,20 +205,21 @@ class Replay {
     const Record& r = *e.r;
     const uint64_t addr = static_cast<uint64_t>(r.a) | static_cast<uint64_t>(r.b) << 32;
     if (e.delta >= 0) {
-      Alloc a{r.bytes, r.start_ns, e.library, e.range, r.e};
+      // (The size as DeviceMemoryDelta clamped it: a hostile file's byte counts stay in range.)
+      Alloc a{static_cast<uint64_t>(e.delta), r.start_ns, e.library, e.range, r.e};
       ++made_[a.library];
       ++made_range_[a.range];
       auto [it, fresh] = live_.try_emplace(addr, a);
       if (!fresh) {  // a second allocation at a live address: its release was not recorded
-        held_ -= static_cast<int64_t>(it->second.bytes);
+        detail::SatAdd(held_, -static_cast<int64_t>(it->second.bytes));
         it->second = a;
       }
-      held_ += static_cast<int64_t>(a.bytes);
+      detail::SatAdd(held_, static_cast<int64_t>(a.bytes));
       return;
     }
     auto it = live_.find(addr);
     if (it == live_.end()) return;  // allocated before the recording began
-    held_ -= static_cast<int64_t>(it->second.bytes);
+    detail::SatAdd(held_, -static_cast<int64_t>(it->second.bytes));
     live_.erase(it);
   }
 

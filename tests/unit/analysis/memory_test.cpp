@@ -201,3 +201,14 @@ TEST(Memory, ByMemoryListsEveryOwner) {
   EXPECT_EQ(Analyze(BuildTimeline(run), all).memory.peaks[0].by_library.size(), 8u);
   EXPECT_EQ(Analyze(BuildTimeline(run)).memory.peaks[0].by_library.size(), 5u);
 }
+
+TEST(Memory, HostileSizesSaturateInsteadOfOverflowing) {
+  test::TraceBuilder b;
+  Mem(b, true, 100, UINT64_MAX, 0x1000, "");
+  Mem(b, true, 200, 8242495765652796513ull, 0x2000, "");
+  Mem(b, false, 300, 1, 0x1000, "");
+  const MemorySummary m = Summarize(b);  // (UBSan: no signed overflow)
+  ASSERT_EQ(m.peaks.size(), 1u);
+  EXPECT_EQ(m.peaks[0].live_bytes, INT64_MAX);
+  EXPECT_EQ(m.peaks[0].by_library[0].live_bytes, INT64_MAX);
+}
