@@ -114,7 +114,6 @@ class Replay {
         events_.begin());
   }
   const Event& At(size_t i) const { return events_[i]; }
-  bool empty() const { return events_.empty(); }
 
   void Describe(MemoryState& s, size_t top) const {
     s.live_bytes = held_;
@@ -236,13 +235,7 @@ class Replay {
 };
 
 uint64_t Capacity(const ProcessTrace& p, uint16_t device) {
-  auto it = p.meta.find("device." + std::to_string(device) + ".memory_bytes");
-  if (it == p.meta.end()) return 0;
-  try {
-    return std::stoull(it->second);
-  } catch (...) {
-    return 0;
-  }
+  return p.MetaU64("device." + std::to_string(device) + ".memory_bytes");
 }
 
 // The device a failed allocation call was made on (MemAllocFailed.d).
@@ -268,8 +261,11 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
     std::map<uint16_t, std::vector<Event>> by_device;
     std::vector<const Record*> failed;
     uint64_t first = UINT64_MAX;
+    // Windows: memory is recorded inside them only, so what was held then is a part.
+    bool windows = false;
     for (const Record& r : p.records) {
       if (r.start_ns != 0) first = std::min(first, r.start_ns);
+      windows |= r.Kind() == RecordKind::CaptureWindow;
       if (r.Kind() == RecordKind::MemAllocFailed) {
         failed.push_back(&r);
         continue;
@@ -295,9 +291,7 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
       s.t_ns = rp.At(at - 1).r->start_ns;
       s.since_start_ns = s.t_ns - std::min(first, s.t_ns);
       s.capacity_bytes = Capacity(p, device);
-      s.partial = std::any_of(p.records.begin(), p.records.end(), [](const Record& r) {
-        return r.Kind() == RecordKind::CaptureWindow;
-      });
+      s.partial = windows;
       const int range = rp.RangeOf(rp.At(at - 1).r->correlation);
       if (range >= 0) s.range = rp.RangeName(range);
       rp.Describe(s, top);
@@ -305,9 +299,6 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
     }
     std::sort(failed.begin(), failed.end(),
               [](const Record* a, const Record* b) { return a->start_ns < b->start_ns; });
-    // Windows: memory is recorded inside them only, so what was held then is a part.
-    bool windows = false;
-    for (const Record& r : p.records) windows |= r.Kind() == RecordKind::CaptureWindow;
     for (size_t i = 0; i < failed.size(); ++i) {
       const Record* r = failed[i];
       FailedAllocation f;
@@ -325,12 +316,12 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
       s.device = FailedDevice(*r);
       s.t_ns = r->start_ns;
       s.since_start_ns = s.t_ns - std::min(first, s.t_ns);
-      s.capacity_bytes = FailedDevice(*r) == kNoDevice ? 0 : Capacity(p, FailedDevice(*r));
+      s.capacity_bytes = s.device == kNoDevice ? 0 : Capacity(p, s.device);
       s.partial = windows;
       // The state of the first failures and of the last (a replay each): a program that probes
       // with failing calls is not replayed once per call.
       f.described = !f.pinned_host && (i < kDescribedFailures || i + 1 == failed.size());
-      auto it = replays.find(FailedDevice(*r));
+      auto it = replays.find(s.device);
       if (f.described && it != replays.end()) {
         it->second.Run(it->second.Before(r->start_ns));
         it->second.Describe(s, top);
