@@ -250,7 +250,10 @@ std::string LibraryOwner(const std::string& path) {
   const std::string base = Base(path);
   for (const KnownLibrary& k : kKnown)
     if (std::string_view(base).starts_with(k.stem)) return std::string(k.owner) + " (" + base + ")";
-  if (path.find("/cupy/") != std::string::npos) return "CuPy memory pool (" + base + ")";
+  // CuPy's pool allocates from its Cython modules: cupy/cuda/memory.*.so in older releases,
+  // cupy_backends/cuda/api/runtime.*.so in current ones.
+  if (path.find("/cupy/") != std::string::npos || path.find("/cupy_backends/") != std::string::npos)
+    return "CuPy memory pool (" + base + ")";
   return base;
 }
 

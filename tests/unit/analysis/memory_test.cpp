@@ -79,6 +79,10 @@ TEST(Memory, LibraryOwnersHaveTheNamesPeopleKnow) {
   EXPECT_EQ(LibraryOwner("/home/u/app/build/train"), "train");
   EXPECT_EQ(LibraryOwner("/venv/site-packages/cupy/cuda/memory.cpython-312.so"),
             "CuPy memory pool (memory.cpython-312.so)");
+  // Where CuPy 13's pool calls cudaMalloc from (recorded on an H200: docs/memory.md).
+  EXPECT_EQ(LibraryOwner("/venv/lib/python3.12/site-packages/cupy_backends/cuda/api/"
+                         "runtime.cpython-312-x86_64-linux-gnu.so"),
+            "CuPy memory pool (runtime.cpython-312-x86_64-linux-gnu.so)");
   EXPECT_EQ(LibraryOwner(""), "");
 }
 
