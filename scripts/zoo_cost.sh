@@ -7,6 +7,7 @@
 #   sampled  kprof run -q --metrics sampled
 #   replay   kprof run -q --metrics replay
 #   nosource kprof run -q with KPROF_ALLOC_SOURCE=0 (no allocating library: what it costs)
+#   notorchmem kprof run -q with KPROF_PYTORCH_MEMORY=0 (no PyTorch memory categories)
 # and per run the whole command's wall seconds and the loop_s the workload prints (its measured
 # steps). Then per configuration the medians, and their ratios to plain and to default.
 #   OUT=DIR scripts/zoo_cost.sh KPROF WORKLOAD [ROUNDS=5] [CONFIGS="plain default sampled replay"]
@@ -40,6 +41,7 @@ for ((r = 1; r <= ROUNDS; ++r)); do
       sampled) pre=("$KPROF" run -q --force --metrics sampled -o "/tmp/zoo_cost.$$" --) ;;
       replay) pre=("$KPROF" run -q --force --metrics replay -o "/tmp/zoo_cost.$$" --) ;;
       nosource) pre=(env KPROF_ALLOC_SOURCE=0 "$KPROF" run -q --force -o "/tmp/zoo_cost.$$" --) ;;
+      notorchmem) pre=(env KPROF_PYTORCH_MEMORY=0 "$KPROF" run -q --force -o "/tmp/zoo_cost.$$" --) ;;
       *) echo "unknown configuration: $c" >&2; exit 2 ;;
     esac
     s=$(date +%s.%N)

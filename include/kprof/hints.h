@@ -29,6 +29,10 @@ struct Hint {
   std::string summary;                ///< one line naming the problem
   std::vector<std::string> evidence;  ///< lines: which ops/kernels/calls, how many, how much
   uint64_t est_saving_ns = 0;         ///< upper bound of what fixing it could save
+  /// The memory rules price device memory instead of time (docs/hints.md "Memory"): the bytes
+  /// fixing it could take off the peak, and their share of the peak they are taken from.
+  uint64_t est_saving_bytes = 0;
+  double est_saving_bytes_pct = 0;
   double est_saving_pct = 0;  ///< est_saving_ns / (wall time less start-up) * 100; docs/hints.md
   std::string assumption;     ///< what the estimate assumes
   std::string fix_cuda;       ///< the fix, worded for CUDA C++

@@ -3,8 +3,11 @@
 // each allocation call that failed. Built from the MemAlloc/MemFree records (CUPTI's MEMORY2,
 // with the library that asked for each allocation) and MemAllocFailed records; nothing here
 // knows CUPTI.
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kprof {
@@ -29,6 +32,51 @@ struct LiveAllocation {
   std::string variable;  ///< a static variable's name, when it is one
 };
 
+/// PyTorch's categories of the caching allocator's live blocks (src/pytorch/kprof_memory.py).
+inline constexpr size_t kTorchCategories = 5;
+/// "parameters", "gradients", "optimizer state", "activations", "other tensors".
+std::string_view TorchCategoryName(size_t i);
+
+/// The caching allocator at one moment of its replayed history.
+struct TorchMoment {
+  /// "allocated_peak", "reserved_peak", "segment" (a segment change near the reserved peak),
+  /// "exit", "oom"; two kinds joined by a comma when they fell on the same entry.
+  std::string kind;
+  uint64_t t_ns = 0;  ///< on the run's clock (both are the realtime clock)
+  int64_t allocated = 0, reserved = 0;
+  std::array<int64_t, kTorchCategories> bytes{};         ///< live blocks by category
+  std::vector<std::pair<int64_t, std::string>> largest;  ///< bytes, category
+  bool Is(std::string_view k) const;
+};
+
+/// What kprof's PyTorch layer found in one process's caching allocator on one device, at the
+/// program's exit or at an out-of-memory error (docs/memory.md "PyTorch's categories").
+struct TorchMemory {
+  uint32_t pid = 0;
+  int rank = -1;
+  uint16_t device = 0;
+  std::string when;   ///< "exit" or "oom"
+  uint64_t t_ns = 0;  ///< when the layer wrote it
+  /// PyTorch's own counts (torch.cuda.memory_stats): max_memory_allocated, max_memory_reserved,
+  /// and the current figures then.
+  int64_t max_allocated = 0, max_reserved = 0, allocated = 0, reserved = 0, inactive_split = 0;
+  int64_t requested = 0;  ///< an out-of-memory error's request
+  /// The highest allocated and reserved bytes of the replayed history (equal to PyTorch's own
+  /// when the history is complete and nothing reset the peaks).
+  int64_t replayed_max_allocated = 0, replayed_max_reserved = 0;
+  bool complete = false;  ///< the history holds every entry since CUDA started
+  uint64_t entries = 0;
+  uint64_t optimizer_steps = 0, backward_passes = 0, steps_total = 0;
+  std::vector<int64_t> steps;  ///< bytes allocated after each optimizer step (the last 1024)
+  std::vector<TorchMoment> moments;
+  const TorchMoment* Find(std::string_view kind) const;
+};
+
+/// Reads one payload of the layer's mark ("kprof.pytorch.memory:" + JSON); nothing when it is
+/// not one or is malformed (a hostile file's mark is data, never trusted).
+std::optional<TorchMemory> ParseTorchMemory(std::string_view mark);
+inline constexpr std::string_view kTorchMemoryMark = "kprof.pytorch.memory:";
+
 /// The memory of one process on one device at one moment: held by whom.
 struct MemoryState {
   uint32_t pid = 0;
@@ -39,6 +87,14 @@ struct MemoryState {
   int64_t live_bytes = 0;               ///< device memory the process's allocations held then
   uint64_t capacity_bytes = 0;          ///< the device's memory (0 = not recorded)
   std::vector<MemoryOwner> by_library;  ///< most bytes first
+  /// by_library with the PyTorch caching allocator's share split into PyTorch's categories and
+  /// its cached, unused bytes (a PyTorch program under kprof's PyTorch layer); else empty.
+  std::vector<MemoryOwner> by_owner;
+  /// The caching allocator's moment by_owner was taken from ("" = none), and whether its
+  /// reserved bytes equal what CUPTI saw the allocator hold (else the difference is its own
+  /// owner, "PyTorch caching allocator (not matched)").
+  std::string torch_moment;
+  bool torch_matched = false;
   std::vector<MemoryOwner> by_range;    ///< by the innermost op range of the allocating call
   std::vector<LiveAllocation> largest;  ///< the largest live allocations, largest first
   std::string range;  ///< the op range open when the peak was reached ("" = none, or a failure)
@@ -69,6 +125,7 @@ inline constexpr size_t kDescribedFailures = 3;
 struct MemorySummary {
   std::vector<MemoryState> peaks;          ///< per process and device, the highest first
   std::vector<FailedAllocation> failures;  ///< in time order
+  std::vector<TorchMemory> torch;          ///< the PyTorch layer's findings, in time order
   uint64_t sourced_allocations = 0;        ///< allocations whose library CUPTI named
   uint64_t allocations = 0;                ///< device allocations recorded
 };
@@ -76,6 +133,13 @@ struct MemorySummary {
 /// Owners and peaks of every process and device of `tl`; `top` caps each list of owners and of
 /// largest allocations.
 MemorySummary SummarizeMemory(const Timeline& tl, size_t top = 5);
+
+namespace detail {
+/// Fills s.by_owner from s.by_library (uncut) and the PyTorch layer's moment of the same process
+/// and device that matches it: the one whose reserved bytes equal the caching allocator's share,
+/// nearest in time (else the nearest).
+void JoinTorchMemory(MemoryState& s, const std::vector<TorchMemory>& torch);
+}  // namespace detail
 
 /// The owner name of an allocation made by the shared object or program at `path` (CUPTI's
 /// allocation source), e.g. "PyTorch caching allocator (libc10_cuda.so)"; "" for an empty path.

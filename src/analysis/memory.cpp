@@ -147,7 +147,6 @@ class Replay {
     };
     std::sort(s.by_library.begin(), s.by_library.end(), most);
     std::sort(s.by_range.begin(), s.by_range.end(), most);
-    if (s.by_library.size() > top) s.by_library.resize(top);
     if (s.by_range.size() > top) s.by_range.resize(top);
     const size_t n = std::min({top, kLargestShown, all.size()});
     std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), all.end(),
@@ -234,6 +233,14 @@ class Replay {
   std::unordered_map<int, uint64_t> made_range_;
 };
 
+// The owners by library and by owner cut to `top` once PyTorch's moment is joined (the join
+// needs the caching allocator's share, wherever it ranks).
+void Finish(MemoryState& s, const std::vector<TorchMemory>& torch, size_t top) {
+  detail::JoinTorchMemory(s, torch);
+  if (s.by_library.size() > top) s.by_library.resize(top);
+  if (s.by_owner.size() > top) s.by_owner.resize(top);
+}
+
 uint64_t Capacity(const ProcessTrace& p, uint16_t device) {
   return p.MetaU64("device." + std::to_string(device) + ".memory_bytes");
 }
@@ -266,9 +273,18 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
     uint64_t first = UINT64_MAX;
     // Windows: memory is recorded inside them only, so what was held then is a part.
     bool windows = false;
+    const size_t torch_from = out.torch.size();
     for (const Record& r : p.records) {
       if (r.start_ns != 0) first = std::min(first, r.start_ns);
       windows |= r.Kind() == RecordKind::CaptureWindow;
+      if (r.Kind() == RecordKind::MarkerInstant && r.name != 0) {
+        if (auto tm = ParseTorchMemory(p.Name(r))) {
+          tm->pid = p.pid;
+          tm->rank = p.rank;
+          out.torch.push_back(std::move(*tm));
+        }
+        continue;
+      }
       if (r.Kind() == RecordKind::MemAllocFailed) {
         failed.push_back(&r);
         continue;
@@ -281,6 +297,9 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
         if (r.name != 0) ++out.sourced_allocations;
       }
     }
+    // This process's PyTorch findings, in time order.
+    std::vector<TorchMemory> torch(out.torch.begin() + static_cast<std::ptrdiff_t>(torch_from),
+                                   out.torch.end());
     std::map<uint16_t, Replay> replays;
     for (auto& [device, events] : by_device) {
       Replay& rp = replays.try_emplace(device, t, std::move(events)).first->second;
@@ -298,6 +317,7 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
       const int range = rp.RangeOf(rp.At(at - 1).r->correlation);
       if (range >= 0) s.range = rp.RangeName(range);
       rp.Describe(s, top);
+      Finish(s, torch, top);
       out.peaks.push_back(std::move(s));
     }
     std::sort(failed.begin(), failed.end(),
@@ -328,10 +348,13 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
       if (f.described && it != replays.end()) {
         it->second.Run(it->second.Before(r->start_ns));
         it->second.Describe(s, top);
+        Finish(s, torch, top);
       }
       out.failures.push_back(std::move(f));
     }
   }
+  std::stable_sort(out.torch.begin(), out.torch.end(),
+                   [](const TorchMemory& a, const TorchMemory& b) { return a.t_ns < b.t_ns; });
   std::stable_sort(
       out.peaks.begin(), out.peaks.end(),
       [](const MemoryState& a, const MemoryState& b) { return a.live_bytes > b.live_bytes; });

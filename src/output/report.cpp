@@ -268,9 +268,9 @@ void HintsTable(std::ostream& out, const std::vector<Hint>& hints) {
     // Hint texts quote kernel and range names: shown as DisplayText like the tables.
     out << fmt::format("  [{}] {}: {}\n", SeverityName(h.severity), h.id, DisplayText(h.summary));
     for (const auto& e : h.evidence) out << "      " << DisplayText(e) << "\n";
-    if (h.est_saving_ns)
-      out << fmt::format("      est. saving: up to {} ({:.1f}% of the steady state); {}\n",
-                         FormatDuration(h.est_saving_ns), h.est_saving_pct, h.assumption);
+    if (h.est_saving_ns || h.est_saving_bytes)
+      out << fmt::format("      est. saving: up to {}; {}\n", report_common::Saving(h, false),
+                         h.assumption);
     if (!h.fix_cuda.empty()) out << "      fix (CUDA): " << h.fix_cuda << "\n";
     if (!h.fix_pytorch.empty()) out << "      fix (PyTorch): " << h.fix_pytorch << "\n";
   }
@@ -451,9 +451,8 @@ void WriteMarkdown(std::ostream& out, const Analysis& a, const std::vector<Hint>
     if (const JointSaving j = EstimateJoint(hints); j.hints > 1) out << Md(JointLine(j)) << "\n\n";
     for (const auto& h : hints) {
       out << fmt::format("- **{}** `{}`: {}", SeverityName(h.severity), h.id, Md(h.summary));
-      if (h.est_saving_ns)
-        out << fmt::format(" (up to {}, {:.1f}% of the steady state)",
-                           FormatDuration(h.est_saving_ns), h.est_saving_pct);
+      if (h.est_saving_ns || h.est_saving_bytes)
+        out << " (up to " << report_common::Saving(h, true) << ")";
       out << "\n";
       for (const auto& e : h.evidence) out << "  - " << Md(e) << "\n";
       if (!h.fix_cuda.empty()) out << "  - Fix (CUDA): " << Md(h.fix_cuda) << "\n";

@@ -35,8 +35,11 @@ void Owners(std::ostream& out, const char* title, const std::vector<MemoryOwner>
   for (const MemoryOwner& o : owners) {
     if (n++ == top) break;
     out << "    " << Pad(Fit(o.name, 56), 56)
-        << fmt::format(" {:>10} {}  {} live of {} made\n", Bytes(o.live_bytes),
-                       Share(o.live_bytes, whole), o.live_allocations, o.allocations);
+        << fmt::format(" {:>10} {}", Bytes(o.live_bytes), Share(o.live_bytes, whole));
+    // PyTorch's categories are blocks inside the allocator's segments, not driver allocations.
+    if (o.allocations > 0)
+      out << fmt::format("  {} live of {} made", o.live_allocations, o.allocations);
+    out << "\n";
   }
 }
 
@@ -57,6 +60,53 @@ std::string Capacity(const MemoryState& s) {
                      fmt::format("{:.1f}%", 100.0 * static_cast<double>(s.live_bytes) /
                                                 static_cast<double>(s.capacity_bytes)),
                      FormatBytes(s.capacity_bytes));
+}
+
+// The owners with PyTorch's allocator split by category when the PyTorch layer said what its
+// blocks held, else by library.
+void ByOwner(std::ostream& out, const MemoryState& s, size_t top) {
+  if (s.by_owner.empty()) {
+    Owners(out, "by library", s.by_library, s.live_bytes, top);
+    return;
+  }
+  Owners(out,
+         s.torch_matched ? "by owner (PyTorch's allocator by what its blocks held)"
+                         : "by owner (PyTorch's allocator by what its blocks held, at its nearest "
+                           "moment: not the same bytes)",
+         s.by_owner, s.live_bytes, top);
+}
+
+// What the PyTorch layer found in each process's caching allocator: its own peaks, the
+// categories at the allocated peak, and the bytes kept from one optimizer step to the next.
+void Torch(std::ostream& out, const MemorySummary& m, bool all) {
+  size_t shown = 0;
+  for (const TorchMemory& t : m.torch) {
+    if (t.when != "exit" && !all) continue;
+    if (!all && shown++ == 2) break;
+    out << fmt::format(
+        "  PyTorch caching allocator on GPU {}, pid {}{} ({}): peak allocated {}, "
+        "peak reserved {}\n",
+        t.device, t.pid, t.rank >= 0 ? fmt::format(", rank {}", t.rank) : "",
+        t.when == "oom" ? "at the out-of-memory error" : "at exit", Bytes(t.max_allocated),
+        Bytes(t.max_reserved));
+    if (const TorchMoment* p = t.Find("allocated_peak")) {
+      std::string cats;
+      for (size_t i = 0; i < kTorchCategories; ++i) {
+        if (p->bytes[i] <= 0) continue;
+        cats += fmt::format("{}{} {}", cats.empty() ? "" : ", ", TorchCategoryName(i),
+                            Bytes(p->bytes[i]));
+      }
+      out << fmt::format("    at the allocated peak ({} replayed{}): {}\n", Bytes(p->allocated),
+                         t.complete ? "" : ", history incomplete", cats.empty() ? "-" : cats);
+    }
+    if (t.steps.size() >= 2) {
+      const int64_t first = t.steps.front(), last = t.steps.back();
+      out << fmt::format(
+          "    allocated after each optimizer step: {} after the first, {} after "
+          "the last ({} steps)\n",
+          Bytes(first), Bytes(last), t.steps_total);
+    }
+  }
 }
 
 std::string Partial(const MemoryState& s) {
@@ -85,6 +135,11 @@ nlohmann::ordered_json StateJson(const MemoryState& s) {
   if (s.capacity_bytes) j["capacity_bytes"] = s.capacity_bytes;
   if (!s.range.empty()) j["range"] = s.range;
   j["by_library"] = OwnersJson(s.by_library);
+  if (!s.by_owner.empty()) {
+    j["by_owner"] = OwnersJson(s.by_owner);
+    j["pytorch_moment"] = s.torch_moment;
+    j["pytorch_matched"] = s.torch_matched;
+  }
   j["by_range"] = OwnersJson(s.by_range);
   auto largest = nlohmann::ordered_json::array();
   for (const LiveAllocation& l : s.largest) {
@@ -135,7 +190,7 @@ void OutOfMemory(std::ostream& out, const Analysis& a) {
     }
     out << fmt::format("  held then by the process's allocations: {}{}{}\n", Bytes(s.live_bytes),
                        Capacity(s), Partial(s));
-    Owners(out, "by library", s.by_library, s.live_bytes, 3);
+    ByOwner(out, s, 3);
     Owners(out, "by range of the allocating call", s.by_range, s.live_bytes, 3);
   }
   out << "\n";
@@ -155,10 +210,12 @@ void Peaks(std::ostream& out, const Analysis& a, bool all) {
     out << fmt::format("  peak {} on {} at {}{}{}{}\n", Bytes(s.live_bytes), Where(s),
                        FormatDuration(s.since_start_ns), Capacity(s),
                        s.range.empty() ? "" : ", in " + s.range, Partial(s));
-    Owners(out, "by library", s.by_library, s.live_bytes, all ? SIZE_MAX : 3);
+    ByOwner(out, s, all ? SIZE_MAX : 3);
+    if (all && !s.by_owner.empty()) Owners(out, "by library", s.by_library, s.live_bytes, SIZE_MAX);
     Owners(out, "by range of the allocating call", s.by_range, s.live_bytes, all ? SIZE_MAX : 3);
     if (all) Largest(out, s.largest);
   }
+  Torch(out, m, all);
   if (m.allocations > 0 && m.sourced_allocations < m.allocations)
     out << fmt::format("  ({} of {} allocations without the library that made them)\n",
                        m.allocations - m.sourced_allocations, m.allocations);
@@ -186,6 +243,43 @@ void Json(nlohmann::ordered_json& j, const Analysis& a) {
     failures.push_back(std::move(fj));
   }
   mj["failed_allocations"] = std::move(failures);
+  if (!m.torch.empty()) {
+    auto torch = nlohmann::ordered_json::array();
+    for (const TorchMemory& t : m.torch) {
+      nlohmann::ordered_json tj{{"pid", t.pid},
+                                {"device", t.device},
+                                {"when", t.when},
+                                {"t_ns", t.t_ns},
+                                {"max_allocated", t.max_allocated},
+                                {"max_reserved", t.max_reserved},
+                                {"allocated", t.allocated},
+                                {"reserved", t.reserved},
+                                {"inactive_split", t.inactive_split},
+                                {"replayed_max_allocated", t.replayed_max_allocated},
+                                {"replayed_max_reserved", t.replayed_max_reserved},
+                                {"complete", t.complete},
+                                {"entries", t.entries},
+                                {"optimizer_steps", t.optimizer_steps},
+                                {"backward_passes", t.backward_passes}};
+      if (t.rank >= 0) tj["rank"] = t.rank;
+      if (t.requested > 0) tj["requested"] = t.requested;
+      tj["steps"] = t.steps;
+      auto moments = nlohmann::ordered_json::array();
+      for (const TorchMoment& mo : t.moments) {
+        nlohmann::ordered_json cats;
+        for (size_t i = 0; i < kTorchCategories; ++i)
+          cats[std::string(TorchCategoryName(i))] = mo.bytes[i];
+        moments.push_back({{"kind", mo.kind},
+                           {"t_ns", mo.t_ns},
+                           {"allocated", mo.allocated},
+                           {"reserved", mo.reserved},
+                           {"categories", std::move(cats)}});
+      }
+      tj["moments"] = std::move(moments);
+      torch.push_back(std::move(tj));
+    }
+    mj["pytorch"] = std::move(torch);
+  }
   j["memory"] = std::move(mj);
 }
 

@@ -218,15 +218,20 @@ ordered_json SummaryJson(const RunSummary& s) {
 }
 
 ordered_json HintJson(const Hint& h) {
-  return {{"id", h.id},
-          {"severity", SeverityName(h.severity)},
-          {"summary", h.summary},
-          {"evidence", h.evidence},
-          {"est_saving_ns", h.est_saving_ns},
-          {"est_saving_pct", h.est_saving_pct},
-          {"base_ns", h.base_ns},
-          {"assumption", h.assumption},
-          {"fix", {{"cuda", h.fix_cuda}, {"pytorch", h.fix_pytorch}}}};
+  ordered_json j = {{"id", h.id},
+                    {"severity", SeverityName(h.severity)},
+                    {"summary", h.summary},
+                    {"evidence", h.evidence},
+                    {"est_saving_ns", h.est_saving_ns},
+                    {"est_saving_pct", h.est_saving_pct},
+                    {"base_ns", h.base_ns},
+                    {"assumption", h.assumption},
+                    {"fix", {{"cuda", h.fix_cuda}, {"pytorch", h.fix_pytorch}}}};
+  if (h.est_saving_bytes > 0) {  // the memory rules (docs/hints.md "Memory")
+    j["est_saving_bytes"] = h.est_saving_bytes;
+    j["est_saving_bytes_pct"] = h.est_saving_bytes_pct;
+  }
+  return j;
 }
 
 // ---- Reading ---------------------------------------------------------------------------------

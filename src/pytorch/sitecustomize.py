@@ -36,6 +36,7 @@ class _State:
     enabled_on = None  # the thread id where kprof's op ranges are on (None: off)
     suspended = False  # the program turned its own profiler on over kprof's
     announced = False
+    memory = None  # kprof_memory.Layer, when on
     op_ns = 0  # what this layer adds to one aten op call, to one nn.Module call (_Probe)
     module_ns = 0
 
@@ -338,6 +339,16 @@ def _activate(torch):
                 install(torch)
             except Exception as e:
                 _warn(what, e)
+    try:
+        # What the caching allocator's blocks hold (kprof_memory.py, next to this file).
+        sys.path.insert(0, _HERE)
+        try:
+            import kprof_memory
+        finally:
+            sys.path.remove(_HERE)
+        _State.memory = kprof_memory.install(torch, lambda text: torch._C._nvtx.markA(text))
+    except Exception as e:
+        _warn("memory categories", e)
     if not _MODULES:
         # The report learns what was added from a range made once CUDA runs (the agent starts
         # with CUDA): at the first module call, which then unhooks itself.

@@ -2,9 +2,11 @@
 // allocation, with what was live then grouped by library and by the range of the allocating call.
 #include "kprof/memory.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "kprof/analysis.h"
+#include "kprof/hints.h"
 #include "test_util.h"
 
 using namespace kprof;
@@ -215,4 +217,217 @@ TEST(Memory, HostileSizesSaturateInsteadOfOverflowing) {
   ASSERT_EQ(m.peaks.size(), 1u);
   EXPECT_EQ(m.peaks[0].live_bytes, INT64_MAX);
   EXPECT_EQ(m.peaks[0].by_library[0].live_bytes, INT64_MAX);
+}
+
+// ----- PyTorch's categories (src/analysis/memory_torch.cpp) -----------------------------------
+
+namespace {
+
+// What kprof's PyTorch layer (src/pytorch/kprof_memory.py) writes at exit for the planted run:
+// three moments of the caching allocator; times in µs of the realtime clock (1 µs = 1000 of the
+// planted run's ns).
+const std::string kPayload = std::string(kTorchMemoryMark) + R"({"v":1,"device":0,"when":"exit",
+ "now_us":9,"max_allocated":293601280,"max_reserved":314572800,"allocated":199229440,
+ "reserved":209715200,"inactive_split":1048576,"entries":40,"max_entries":500000,
+ "complete":true,"replayed_max_allocated":293601280,"replayed_max_reserved":314572800,
+ "optimizer_steps":2,"backward_passes":2,"steps":[199229440,199229440],"steps_total":2,
+ "moments":[
+  {"kind":"segment","t_us":3,"allocated":262144000,"reserved":314572800,
+   "categories":{"parameters":209715200,"gradients":0,"optimizer_state":0,
+                 "activations":52428800,"other":0},"largest":[[104857600,"parameters"]]},
+  {"kind":"allocated_peak","t_us":4,"allocated":293601280,"reserved":314572800,
+   "categories":{"parameters":209715200,"gradients":0,"optimizer_state":0,
+                 "activations":73400320,"other":10485760},"largest":[[104857600,"parameters"]]},
+  {"kind":"exit","t_us":9,"allocated":199229440,"reserved":209715200,
+   "categories":{"parameters":199229440,"gradients":0,"optimizer_state":0,"activations":0,
+                 "other":0},"largest":[]}]})";
+
+test::TraceBuilder PlantedWithTorch() {
+  test::TraceBuilder b = Planted();
+  b.Add(RecordKind::MarkerInstant, kPayload, 9000, 9000);
+  return b;
+}
+
+const MemoryOwner* Owner(const std::vector<MemoryOwner>& owners, const std::string& name) {
+  for (const MemoryOwner& o : owners)
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST(MemoryTorch, TheLayersPayloadIsReadBack) {
+  const auto t = ParseTorchMemory(kPayload);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->when, "exit");
+  EXPECT_EQ(t->max_allocated, 280 * static_cast<int64_t>(kMiB));
+  EXPECT_EQ(t->max_reserved, 300 * static_cast<int64_t>(kMiB));
+  EXPECT_TRUE(t->complete);
+  ASSERT_EQ(t->moments.size(), 3u);
+  const TorchMoment* peak = t->Find("allocated_peak");
+  ASSERT_NE(peak, nullptr);
+  EXPECT_EQ(peak->t_ns, 4000u);
+  EXPECT_EQ(peak->bytes[0], 200 * static_cast<int64_t>(kMiB));
+  EXPECT_EQ(peak->bytes[3], 70 * static_cast<int64_t>(kMiB));
+  ASSERT_EQ(peak->largest.size(), 1u);
+  EXPECT_EQ(peak->largest[0].second, "parameters");
+  EXPECT_EQ(t->steps, (std::vector<int64_t>{199229440, 199229440}));
+}
+
+TEST(MemoryTorch, HostilePayloadsAreDroppedOrClamped) {
+  const std::string m(kTorchMemoryMark);
+  EXPECT_FALSE(ParseTorchMemory("kprof.pytorch:auto:ops").has_value());
+  EXPECT_FALSE(ParseTorchMemory(m + "{not json").has_value());
+  EXPECT_FALSE(ParseTorchMemory(m + "[1,2]").has_value());
+  EXPECT_FALSE(ParseTorchMemory(m + R"({"v":2})").has_value());
+  EXPECT_FALSE(ParseTorchMemory(m + R"({"v":1,"device":70000})").has_value());
+  const auto t = ParseTorchMemory(
+      m + R"({"v":1,"max_allocated":-5,"max_reserved":18446744073709551615,"when":7,
+             "steps":[1,"x",-3,{}],"moments":[3,{"t_us":18446744073709551615,
+             "categories":{"parameters":"many"},"largest":[[1],[2,3],[-4,"gradients"]]}]})");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->max_allocated, 0);
+  EXPECT_EQ(t->max_reserved, INT64_MAX);
+  EXPECT_EQ(t->when, "");
+  EXPECT_EQ(t->steps, (std::vector<int64_t>{1, 0}));
+  ASSERT_EQ(t->moments.size(), 1u);
+  EXPECT_EQ(t->moments[0].t_ns, UINT64_MAX);
+  EXPECT_EQ(t->moments[0].bytes[0], 0);
+  ASSERT_EQ(t->moments[0].largest.size(), 1u);
+  EXPECT_EQ(t->moments[0].largest[0], (std::pair<int64_t, std::string>{0, "gradients"}));
+}
+
+TEST(MemoryTorch, ThePeakSplitsTheAllocatorsShareByCategory) {
+  const MemorySummary m = Summarize(PlantedWithTorch());
+  ASSERT_EQ(m.torch.size(), 1u);
+  ASSERT_EQ(m.peaks.size(), 1u);
+  const MemoryState& s = m.peaks[0];
+  // CUPTI: the allocator held 300 MiB at the peak (5000 ns); the moment with 300 MiB reserved
+  // nearest to it is the allocated peak (4000 ns).
+  EXPECT_EQ(s.torch_moment, "allocated_peak");
+  EXPECT_TRUE(s.torch_matched);
+  const auto bytes = [&](const std::string& n) {
+    const MemoryOwner* o = Owner(s.by_owner, n);
+    return o ? o->live_bytes : -1;
+  };
+  EXPECT_EQ(bytes("parameters (PyTorch)"), static_cast<int64_t>(200 * kMiB));
+  EXPECT_EQ(bytes("activations (PyTorch)"), static_cast<int64_t>(70 * kMiB));
+  EXPECT_EQ(bytes("other tensors (PyTorch)"), static_cast<int64_t>(10 * kMiB));
+  EXPECT_EQ(bytes("cached, unused (PyTorch caching allocator)"), static_cast<int64_t>(20 * kMiB));
+  EXPECT_EQ(bytes("NCCL (libnccl.so.2)"), static_cast<int64_t>(30 * kMiB));
+  EXPECT_EQ(Owner(s.by_owner, "PyTorch caching allocator (libc10_cuda.so)"), nullptr);
+  int64_t sum = 0;
+  for (const MemoryOwner& o : s.by_owner) sum += o.live_bytes;
+  EXPECT_EQ(sum, s.live_bytes);  // every byte of the peak has an owner
+  EXPECT_EQ(s.by_owner.front().name, "parameters (PyTorch)");
+}
+
+TEST(MemoryTorch, AFailureTakesTheMomentThatHeldWhatCuptiSaw) {
+  const MemorySummary m = Summarize(PlantedWithTorch());
+  ASSERT_EQ(m.failures.size(), 1u);
+  const MemoryState& s = m.failures[0].state;
+  // 200 MiB held by the allocator at the failure (7100 ns): the exit moment's reserved bytes.
+  EXPECT_EQ(s.torch_moment, "exit");
+  EXPECT_TRUE(s.torch_matched);
+  const MemoryOwner* p = Owner(s.by_owner, "parameters (PyTorch)");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->live_bytes, 199229440);
+  const MemoryOwner* c = Owner(s.by_owner, "cached, unused (PyTorch caching allocator)");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->live_bytes, static_cast<int64_t>(200 * kMiB) - 199229440);
+}
+
+TEST(MemoryTorch, WithoutTheLayerOwnersStayByLibrary) {
+  const MemorySummary m = Summarize(Planted());
+  EXPECT_TRUE(m.torch.empty());
+  ASSERT_EQ(m.peaks.size(), 1u);
+  EXPECT_TRUE(m.peaks[0].by_owner.empty());
+  EXPECT_EQ(m.peaks[0].torch_moment, "");
+}
+
+// ----- The memory rules (src/analysis/hints/memory_*.cpp, docs/hints.md "Memory") -------------
+
+namespace {
+
+// A payload at exit with these PyTorch peaks, bytes after each optimizer step, and at the
+// allocated peak `acts` of activations and `params` of parameters.
+std::string Payload(int64_t max_allocated, int64_t max_reserved, const std::string& steps,
+                    int64_t acts, int64_t params) {
+  return std::string(kTorchMemoryMark) +
+         fmt::format(R"({{"v":1,"device":0,"when":"exit","now_us":9,"max_allocated":{0},
+ "max_reserved":{1},"allocated":{0},"reserved":{1},"complete":true,"optimizer_steps":6,
+ "backward_passes":6,"steps":[{2}],"moments":[{{"kind":"allocated_peak","t_us":4,
+ "allocated":{0},"reserved":{1},"categories":{{"parameters":{4},"activations":{3},
+ "other":{5}}}}}]}})",
+                     max_allocated, max_reserved, steps, acts, params,
+                     max_allocated - acts - params);
+}
+
+std::vector<Hint> HintsWith(const std::string& payload) {
+  test::TraceBuilder b = Planted();
+  b.Add(RecordKind::MarkerInstant, payload, 9000, 9000);
+  kprof::Run run;
+  run.processes.push_back(b.t);
+  const Timeline tl = BuildTimeline(run);
+  return ComputeHints(tl, Analyze(tl));
+}
+
+constexpr int64_t kGiB = 1024 * static_cast<int64_t>(kMiB);
+
+}  // namespace
+
+TEST(MemoryHints, AStepThatKeepsMoreEachTimeIsALeakPricedByItsGrowth) {
+  const int64_t m = static_cast<int64_t>(kMiB);
+  const std::string steps =
+      fmt::format("{},{},{},{},{},{}", 336 * m, 400 * m, 464 * m, 528 * m, 592 * m, 656 * m);
+  const auto hints = HintsWith(Payload(kGiB, kGiB + 10 * m, steps, 100 * m, 100 * m));
+  const Hint* h = FindHint(hints, "memory-leak");
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->est_saving_bytes, static_cast<uint64_t>(320 * m));  // after step 1 to step 6
+  EXPECT_DOUBLE_EQ(h->est_saving_bytes_pct, 31.25);
+  EXPECT_EQ(h->severity, Severity::Critical);
+  EXPECT_NE(h->summary.find("grows by 64.0 MiB a step"), std::string::npos) << h->summary;
+  EXPECT_EQ(h->est_saving_ns, 0u);
+  // Flat steps, or too few: no leak.
+  EXPECT_EQ(FindHint(HintsWith(Payload(kGiB, kGiB, "1,2,2,2,2,2", 0, 0)), "memory-leak"), nullptr);
+  EXPECT_EQ(FindHint(HintsWith(Payload(kGiB, kGiB, fmt::format("{},{},{}", m, 400 * m, 900 * m), 0,
+                                       0)),  // three steps: too few to call a trend
+                     "memory-leak"),
+            nullptr);
+}
+
+TEST(MemoryHints, CachedButUnusedAtTheReservedPeakIsFragmentation) {
+  const auto hints = HintsWith(Payload(kGiB, 2 * kGiB, "", 0, kGiB / 2));
+  const Hint* h = FindHint(hints, "allocator-fragmentation");
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->est_saving_bytes, static_cast<uint64_t>(kGiB));
+  EXPECT_DOUBLE_EQ(h->est_saving_bytes_pct, 50.0);
+  EXPECT_NE(h->fix_pytorch.find("expandable_segments:True"), std::string::npos);
+  // 20 MiB unused of 300 MiB reserved: below the floors; 100 MiB of 1 GiB: 9.8%, under 20%.
+  EXPECT_EQ(FindHint(HintsWith(kPayload), "allocator-fragmentation"), nullptr);
+  EXPECT_EQ(FindHint(HintsWith(Payload(kGiB - 100 * static_cast<int64_t>(kMiB), kGiB, "", 0, 0)),
+                     "allocator-fragmentation"),
+            nullptr);
+}
+
+TEST(MemoryHints, ActivationsOverHalfATightPeakPointAtCheckpointing) {
+  const int64_t m = static_cast<int64_t>(kMiB);
+  const std::string acts = Payload(400 * m, 410 * m, "", 300 * m, 50 * m);
+  // The planted run peaks at 330 MiB of a 1 GiB device (32%): memory is not short, no hint.
+  EXPECT_EQ(FindHint(HintsWith(acts), "activation-memory"), nullptr);
+  // On a device of 400 MiB the same peak is 82% of it.
+  test::TraceBuilder b = Planted();
+  b.t.meta["device.0.memory_bytes"] = std::to_string(400 * kMiB);
+  b.Add(RecordKind::MarkerInstant, acts, 9000, 9000);
+  kprof::Run run;
+  run.processes.push_back(b.t);
+  const Timeline tl = BuildTimeline(run);
+  const auto hints = ComputeHints(tl, Analyze(tl));
+  const Hint* h = FindHint(hints, "activation-memory");
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->est_saving_bytes, static_cast<uint64_t>(300 * m));
+  EXPECT_DOUBLE_EQ(h->est_saving_bytes_pct, 75.0);
+  EXPECT_NE(h->evidence.at(1).find("parameters 50.0 MiB"), std::string::npos) << h->evidence[1];
+  // 70 of 280 MiB: not half.
+  EXPECT_EQ(FindHint(HintsWith(kPayload), "activation-memory"), nullptr);
 }

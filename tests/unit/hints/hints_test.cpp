@@ -3,6 +3,7 @@
 // warning severity, and the ordering contract.
 #include "kprof/hints.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -266,6 +267,29 @@ Run DataLossRun() {
 
 // Large BF16 GEMMs queued back to back after one-time set-up: allocations, two fill kernels,
 // 30 ms of first-launch module loading, 200 GEMMs of 1.5 ms with 1 us between them, one wait.
+// A PyTorch training run under the PyTorch layer on a 1 GiB GPU: 900 MiB held at the driver-level
+// peak (88% of the GPU); PyTorch's allocator peaked at 400 MiB allocated of 880 MiB reserved
+// (480 MiB cached, unused), 250 MiB of it activations; the bytes after each of 5 optimizer steps
+// grew by 50 MiB a step. All three memory rules speak; no time rule does.
+Run TorchMemoryRun() {
+  TraceBuilder b;
+  b.Device(0, "NVIDIA H100 80GB HBM3", 132)
+      .Meta("device.0.memory_bytes", std::to_string(1024 * MiB));
+  const uint32_t c = b.Api("cudaMalloc", B, B + 10'000);
+  b.Mem(true, 900 * MiB, B + 5'000, c, 0x7f0000000000);
+  b.Launch("train_step", B + 20'000, B + 25'000, B + 30'000, B + 100'000'000);
+  const uint64_t M = MiB;
+  b.Mark("kprof.pytorch.memory:" +
+             fmt::format(R"({{"v":1,"device":0,"when":"exit","now_us":1,"max_allocated":{},
+ "max_reserved":{},"allocated":{},"reserved":{},"complete":true,"optimizer_steps":5,
+ "backward_passes":5,"steps":[{},{},{},{},{}],"moments":[{{"kind":"allocated_peak","t_us":1,
+ "allocated":{},"reserved":{},"categories":{{"parameters":{},"activations":{},"other":{}}}}}]}})",
+                         400 * M, 880 * M, 300 * M, 880 * M, 100 * M, 150 * M, 200 * M, 250 * M,
+                         300 * M, 400 * M, 880 * M, 50 * M, 250 * M, 100 * M),
+         B + 100'000'001);
+  return b.Build();
+}
+
 Run HealthyRun() {
   TraceBuilder b;
   b.Device(0, "NVIDIA H100 80GB HBM3", 132);
@@ -359,6 +383,7 @@ const std::vector<Scenario>& Scenarios() {
                                           {"graph-recapture", RecaptureRun},
                                           {"latency-bound", [] { return LatencyRun(true); }},
                                           {"rank-imbalance", StragglerRun},
+                                          {"torch-memory", TorchMemoryRun},
                                           {"healthy", HealthyRun}};
   return s;
 }
@@ -854,6 +879,30 @@ TEST(Hints, RankImbalancePricesTheOthersIdleWait) {
   EXPECT_EQ(Find(r, "underfilled-grid"), nullptr);
 }
 
+TEST(Hints, TheMemoryRulesPriceBytesOfTheirPeak) {
+  const Result r = Compute(TorchMemoryRun());
+  const Hint* leak = Find(r, "memory-leak");
+  const Hint* frag = Find(r, "allocator-fragmentation");
+  const Hint* acts = Find(r, "activation-memory");
+  ASSERT_NE(leak, nullptr);
+  ASSERT_NE(frag, nullptr);
+  ASSERT_NE(acts, nullptr);
+  EXPECT_EQ(leak->est_saving_bytes, 200 * MiB);  // 100 -> 300 MiB over the steps
+  EXPECT_DOUBLE_EQ(leak->est_saving_bytes_pct, 50.0);
+  EXPECT_EQ(frag->est_saving_bytes, 480 * MiB);
+  EXPECT_EQ(acts->est_saving_bytes, 250 * MiB);
+  EXPECT_DOUBLE_EQ(acts->est_saving_bytes_pct, 62.5);
+  for (const Hint* h : {leak, frag, acts}) {
+    EXPECT_EQ(h->est_saving_ns, 0u) << h->id;
+    EXPECT_TRUE(h->claims.empty()) << h->id;
+    EXPECT_EQ(h->severity, Severity::Critical) << h->id;
+  }
+  // The one kernel is all of the GPU's time: dominant-kernel speaks too; no rule prices time.
+  std::string ids;
+  for (const Hint& h : r.hints) ids += h.id + " ";
+  EXPECT_EQ(ids, "activation-memory allocator-fragmentation memory-leak dominant-kernel ");
+}
+
 TEST(Hints, EveryRuleIsExercised) {
   std::set<std::string> produced;
   for (const auto& s : Scenarios())
@@ -864,7 +913,7 @@ TEST(Hints, EveryRuleIsExercised) {
 
 TEST(Hints, IdsAndSeverityNames) {
   const auto& ids = HintIds();
-  EXPECT_EQ(ids.size(), 19u);
+  EXPECT_EQ(ids.size(), 22u);
   EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size());
   EXPECT_STREQ(SeverityName(Severity::Info), "info");
   EXPECT_STREQ(SeverityName(Severity::Warning), "warning");

@@ -107,6 +107,24 @@ class TraceBuilder {
     return *this;
   }
 
+  /// An NVTX mark at `t` (kprof's PyTorch layer writes its memory findings as one).
+  TraceBuilder& Mark(const std::string& text, uint64_t t) {
+    Record r;
+    r.kind = static_cast<uint8_t>(RecordKind::MarkerInstant);
+    r.device = kNoDevice;
+    r.start_ns = r.end_ns = t;
+    r.name = t_.strings.Intern(text);
+    r.tid = 1;
+    t_.records.push_back(r);
+    return *this;
+  }
+
+  /// A meta entry, as the agent writes them.
+  TraceBuilder& Meta(const std::string& key, const std::string& value) {
+    t_.meta[key] = value;
+    return *this;
+  }
+
   /// NVTX push/pop pair on `tid` over [start, end).
   TraceBuilder& Range(const std::string& name, uint64_t start, uint64_t end, uint32_t tid = 1) {
     Record s;

@@ -26,11 +26,17 @@ struct Recorded {
   Analysis an;
 };
 
-Recorded Load() {
-  Recorded r{ReadInputs({std::string(KPROF_SOURCE_DIR) + "/tests/fixtures/gpu/memory_oom_exit"}),
-             {}};
-  r.an = Analyze(BuildTimeline(r.run));
+Recorded Load(const std::string& name = "memory_oom_exit") {
+  Recorded r{ReadInputs({std::string(KPROF_SOURCE_DIR) + "/tests/fixtures/gpu/" + name}), {}};
+  AnalysisOptions every;  // every owner, as --by memory
+  every.by = GroupBy::Memory;
+  r.an = Analyze(BuildTimeline(r.run), every);
   return r;
+}
+
+int64_t Bytes(const std::vector<MemoryOwner>& owners, const std::string& name) {
+  const MemoryOwner* o = Named(owners, name);
+  return o ? o->live_bytes : -1;
 }
 
 TEST(MemoryRecordings, ThePlantedFailureIsNamedWithWhatItAskedFor) {
@@ -81,6 +87,64 @@ TEST(MemoryRecordings, ThePeakIsTheFailuresStateSinceNothingWasFreedAfter) {
   EXPECT_EQ(r.an.memory.peaks[0].live_bytes, r.an.memory.failures[0].state.live_bytes);
   EXPECT_EQ(r.an.summary.peak_memory_bytes, r.an.memory.peaks[0].live_bytes);
   EXPECT_EQ(r.an.memory.sourced_allocations, r.an.memory.allocations);
+}
+
+// PyTorch's categories on an H200 recording (tests/fixtures/gpu/memory_torch_train:
+// tests/gpu/scripts/memory_train.py, 4 steps, under the PyTorch layer of 2026-11-28, whose
+// categorizer then still called tensors kept across steps activations). PyTorch printed
+// max_allocated=1139209216 max_reserved=1245708288 parameters=84025344.
+TEST(MemoryRecordings, TorchCategoriesSplitTheAllocatorsShareAtTheDriverPeak) {
+  const Recorded r = Load("memory_torch_train");
+  ASSERT_EQ(r.an.memory.torch.size(), 1u);
+  const TorchMemory& t = r.an.memory.torch[0];
+  EXPECT_EQ(t.when, "exit");
+  EXPECT_EQ(t.max_allocated, 1139209216);
+  EXPECT_EQ(t.max_reserved, 1245708288);
+  EXPECT_EQ(t.replayed_max_reserved, 1245708288);
+  EXPECT_EQ(t.replayed_max_allocated, 1137112064);  // 0.18% short: a block's unsplit remainder
+  EXPECT_TRUE(t.complete);
+  EXPECT_EQ(t.optimizer_steps, 4u);
+  EXPECT_EQ(t.steps, (std::vector<int64_t>{482148864, 480051712, 482148864, 480051712}));
+  ASSERT_EQ(r.an.memory.peaks.size(), 1u);
+  const MemoryState& s = r.an.memory.peaks[0];
+  EXPECT_EQ(s.live_bytes, 1380473160);
+  EXPECT_EQ(s.torch_moment, "reserved_peak");
+  EXPECT_TRUE(s.torch_matched);
+  EXPECT_EQ(Bytes(s.by_owner, "parameters (PyTorch)"), 84025344);
+  EXPECT_EQ(Bytes(s.by_owner, "optimizer state (PyTorch)"), 174342144);
+  EXPECT_EQ(Bytes(s.by_owner, "activations (PyTorch)"), 610308608);
+  EXPECT_EQ(Bytes(s.by_owner, "other tensors (PyTorch)"), 134218240);
+  EXPECT_EQ(Bytes(s.by_owner, "cached, unused (PyTorch caching allocator)"), 242813952);
+  EXPECT_EQ(Bytes(s.by_owner, "cuBLAS (libcublas.so.13)"), 134481920);
+  EXPECT_EQ(Bytes(s.by_owner, "PyTorch caching allocator (libc10_cuda.so)"), -1);
+  int64_t owned = 0;
+  for (const MemoryOwner& o : s.by_owner) owned += o.live_bytes;
+  EXPECT_EQ(owned, s.live_bytes);  // every byte of the driver-level peak has an owner
+  // The allocator's own share is the reserved peak, to the byte.
+  EXPECT_EQ(Bytes(s.by_library, "PyTorch caching allocator (libc10_cuda.so)"), t.max_reserved);
+}
+
+// tests/gpu/scripts/oom_torch.py on an H200 (tests/fixtures/gpu/memory_oom_torch): both failed
+// cudaMalloc calls take the allocator's moment that held what CUPTI saw, the first its peak, the
+// second the out-of-memory observer's (after the allocator released its cached blocks).
+TEST(MemoryRecordings, TorchOutOfMemoryNamesWhatHeldTheMemory) {
+  const Recorded r = Load("memory_oom_torch");
+  ASSERT_EQ(r.an.memory.failures.size(), 2u);
+  const MemoryState& first = r.an.memory.failures[0].state;
+  const MemoryState& last = r.an.memory.failures[1].state;
+  EXPECT_EQ(r.an.memory.failures[1].bytes, 148849557504u);
+  EXPECT_EQ(first.torch_moment, "allocated_peak");
+  EXPECT_EQ(last.torch_moment, "oom");
+  EXPECT_TRUE(first.torch_matched && last.torch_matched);
+  // 4 x Linear(4096, 4096): 268500992 bytes of parameters; AdamW's two moments twice that.
+  EXPECT_EQ(Bytes(last.by_owner, "parameters (PyTorch)"), 268500992);
+  EXPECT_EQ(Bytes(last.by_owner, "optimizer state (PyTorch)"), 537001984);
+  EXPECT_EQ(Bytes(last.by_owner, "cached, unused (PyTorch caching allocator)"), 13434368);
+  EXPECT_EQ(Bytes(first.by_owner, "gradients (PyTorch)"), 268500992);
+  ASSERT_EQ(r.an.memory.torch.size(), 2u);
+  EXPECT_EQ(r.an.memory.torch[0].when, "oom");
+  EXPECT_EQ(r.an.memory.torch[0].requested, 148849557504);
+  EXPECT_EQ(r.an.memory.torch[1].when, "exit");
 }
 
 }  // namespace

@@ -1,0 +1,52 @@
+// Hint rule allocator-fragmentation: at PyTorch's reserved peak much of what the caching
+// allocator holds is cached but unused. Catalogue entry, thresholds and the estimate:
+// docs/hints.md#allocator-fragmentation.
+#include <fmt/format.h>
+
+#include "analysis/hints/memory_common.h"
+
+namespace kprof::hints {
+
+namespace {
+/// The share of the reserved peak that must be cached and unused: below it, the slack a caching
+/// allocator keeps by design (a healthy training step on an H200: 8.5%, 10.2%).
+constexpr double kUnusedShare = 20.0;
+}  // namespace
+
+std::optional<Hint> AllocatorFragmentation(const RuleContext& c) {
+  for (const TorchMemory* t : TorchAtExit(c)) {
+    // What a growing segment (expandable_segments) would not have reserved: the reserved peak
+    // less the allocated peak.
+    const int64_t unused = t->max_reserved - t->max_allocated;
+    Hint h;
+    if (!PriceBytes(h, unused, t->max_reserved) || h.est_saving_bytes_pct < kUnusedShare) continue;
+    const TorchMoment* r = t->Find("reserved_peak");
+    h.summary = fmt::format(
+        "PyTorch's caching allocator reserved {} at its peak but never had more than {} "
+        "allocated (GPU {}, pid {}): {} of cached blocks it could not reuse",
+        FormatBytes(static_cast<uint64_t>(t->max_reserved)),
+        FormatBytes(static_cast<uint64_t>(t->max_allocated)), t->device, t->pid,
+        FormatBytes(static_cast<uint64_t>(unused)));
+    if (r != nullptr)
+      h.evidence.push_back(fmt::format(
+          "when the reserved peak was reached: {} allocated, {} cached and unused",
+          FormatBytes(static_cast<uint64_t>(r->allocated)),
+          FormatBytes(static_cast<uint64_t>(std::max<int64_t>(0, r->reserved - r->allocated)))));
+    h.evidence.push_back(
+        fmt::format("at exit: {} reserved, {} allocated, {} in split blocks that were freed",
+                    FormatBytes(static_cast<uint64_t>(t->reserved)),
+                    FormatBytes(static_cast<uint64_t>(t->allocated)),
+                    FormatBytes(static_cast<uint64_t>(t->inactive_split))));
+    h.assumption = "segments that grow in place reserve about what is allocated at the peak";
+    h.fix_pytorch =
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow instead of new ones "
+        "being made for each size); or keep tensor shapes steady from step to step";
+    h.fix_cuda =
+        "allocate once at the largest size and reuse, or use a stream-ordered pool "
+        "(cudaMallocAsync)";
+    return h;
+  }
+  return std::nullopt;
+}
+
+}  // namespace kprof::hints

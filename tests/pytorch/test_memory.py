@@ -1,0 +1,171 @@
+"""CPU tests of kprof's PyTorch memory layer (src/pytorch/kprof_memory.py): the replay of the
+caching allocator's history and the category of each block, on histories written here the way
+torch.cuda.memory._snapshot() gives them (actions, addresses, sizes, microseconds).
+
+    python3 tests/pytorch/test_memory.py BUILD/python
+"""
+import os
+import sys
+import unittest
+
+LAYER = None
+M = None  # kprof_memory, imported from the layer folder the build made
+
+KiB = 1024
+SEG = 2 * 1024 * KiB
+
+
+def alloc(addr, size, t):
+    return {"action": "alloc", "addr": addr, "size": size, "time_us": t}
+
+
+def free(addr, size, t):
+    return [{"action": "free_requested", "addr": addr, "size": size, "time_us": t},
+            {"action": "free_completed", "addr": addr, "size": size, "time_us": t}]
+
+
+def segment(addr, size, t):
+    return {"action": "segment_alloc", "addr": addr, "size": size, "time_us": t}
+
+
+# One training step on one device: a parameter P, an activation A made in the forward pass and
+# freed in the backward pass (which starts at 30), a gradient G, the optimizer's state S made in
+# its first step; the step's hook at 50 sees P, G and S; zero_grad frees G at 60; a temporary T
+# lives 62-65. The allocated peak (P+G+S = 24 KiB) is reached when S is made, at 45.
+P, A, G, S, T = 0x1000, 0x3000, 0x5000, 0x7000, 0xB000
+TRACE = ([segment(0x1000, SEG, 5), alloc(P, 4 * KiB, 10), alloc(A, 8 * KiB, 20),
+          alloc(G, 4 * KiB, 35)] + free(A, 8 * KiB, 40) +
+         [alloc(S, 16 * KiB, 45)] + free(G, 4 * KiB, 60) + [alloc(T, 2 * KiB, 62)] +
+         free(T, 2 * KiB, 65))
+def blocks(*spans):
+    """A 2 MiB segment at 0x1000 made of (size, state) blocks one after the other, the rest
+    inactive (the snapshot gives block sizes, not addresses)."""
+    used = sum(z for z, _ in spans)
+    return [{"device": 0, "address": 0x1000, "total_size": SEG,
+             "blocks": [{"size": z, "state": st} for z, st in spans] +
+             [{"size": SEG - used, "state": "inactive"}]}]
+
+
+ACTIVE = "active_allocated"
+# The end: P and S live (0x1000 and 0x7000).
+END_SEGMENTS = blocks((4 * KiB, ACTIVE), (20 * KiB, "inactive"), (16 * KiB, ACTIVE))
+# The end of the first four entries: P, A and G live (0x1000, 0x3000, 0x5000).
+EARLY_SEGMENTS = blocks((4 * KiB, ACTIVE), (4 * KiB, "inactive"), (8 * KiB, ACTIVE),
+                        (4 * KiB, ACTIVE))
+STATS = {"allocated_bytes.all.peak": 24 * KiB, "reserved_bytes.all.peak": SEG,
+         "allocated_bytes.all.current": 20 * KiB, "reserved_bytes.all.current": SEG}
+
+
+def notes():
+    n = M.Notes()
+    n.backward_starts.append(30)
+    n.note_step(50, {(0, P): "parameters", (0, G): "gradients", (0, S): "optimizer_state"},
+                {0: 24 * KiB})
+    return n
+
+
+def moment(payload, kind):
+    found = [m for m in payload["moments"] if kind in m["kind"].split(",")]
+    assert len(found) == 1, (kind, [m["kind"] for m in payload["moments"]])
+    return found[0]
+
+
+class Replay(unittest.TestCase):
+    def summarize(self, trace=TRACE, n=None, end_owners=None, max_entries=1000,
+                  segments=END_SEGMENTS):
+        return M.summarize_device(0, trace, segments, n or notes(), end_owners or {}, STATS,
+                                  max_entries, "exit", 0, now_us=100)
+
+    def test_the_peak_is_held_by_the_blocks_live_then_by_category(self):
+        p = self.summarize()
+        self.assertTrue(p["complete"])
+        self.assertEqual(p["replayed_max_allocated"], 24 * KiB)
+        self.assertEqual(p["max_allocated"], 24 * KiB)
+        peak = moment(p, "allocated_peak")
+        self.assertEqual(peak["t_us"], 45)
+        self.assertEqual(peak["allocated"], 24 * KiB)
+        self.assertEqual(peak["categories"], {"parameters": 4 * KiB, "gradients": 4 * KiB,
+                                              "optimizer_state": 16 * KiB, "activations": 0,
+                                              "other": 0})
+        self.assertEqual(peak["largest"][0], [16 * KiB, "optimizer_state"])
+
+    def test_a_block_kept_from_the_forward_pass_into_the_backward_is_an_activation(self):
+        # Up to G's allocation (35), with no optimizer step and nothing found at the end: A
+        # (made at 20, live when the backward pass started at 30) is an activation, and so is P,
+        # which nothing named a parameter; G, made after 30, is other.
+        n = M.Notes()
+        n.backward_starts.append(30)
+        end = moment(self.summarize(trace=TRACE[:4], n=n, segments=EARLY_SEGMENTS), "exit")
+        self.assertEqual(end["categories"], {"parameters": 0, "gradients": 0,
+                                             "optimizer_state": 0, "activations": 12 * KiB,
+                                             "other": 4 * KiB})
+
+    def test_blocks_alive_at_the_end_take_the_category_the_end_found(self):
+        p = self.summarize(trace=TRACE[:4], n=M.Notes(), end_owners={(0, P): "parameters"},
+                           segments=EARLY_SEGMENTS)
+        self.assertEqual(moment(p, "exit")["categories"]["parameters"], 4 * KiB)
+        self.assertEqual(moment(p, "exit")["categories"]["other"], 12 * KiB)  # no backward
+
+    def test_the_reserved_peak_and_the_end(self):
+        p = self.summarize()
+        r = moment(p, "reserved_peak")
+        self.assertEqual((r["t_us"], r["reserved"], r["allocated"]), (5, SEG, 0))
+        end = moment(p, "exit")
+        self.assertEqual((end["t_us"], end["allocated"], end["reserved"]), (100, 20 * KiB, SEG))
+        self.assertEqual(end["categories"]["parameters"] + end["categories"]["optimizer_state"],
+                         20 * KiB)
+        self.assertEqual(p["steps"], [24 * KiB])
+
+    def test_a_history_that_lost_its_start_is_replayed_from_the_end(self):
+        # The ring buffer kept the last entries only: from S's allocation on.
+        lost = TRACE.index(alloc(S, 16 * KiB, 45))
+        p = self.summarize(trace=TRACE[lost:], max_entries=len(TRACE) - lost)
+        self.assertFalse(p["complete"])
+        # Before the kept entries: P and G were live (8 KiB) in the 2 MiB segment.
+        peak = moment(p, "allocated_peak")
+        self.assertEqual((peak["t_us"], peak["allocated"]), (45, 24 * KiB))
+        self.assertEqual(peak["categories"]["gradients"], 4 * KiB)
+        self.assertEqual(peak["categories"]["parameters"], 4 * KiB)
+        self.assertEqual(p["replayed_max_reserved"], SEG)
+
+    def test_a_block_kept_across_a_step_that_the_step_did_not_name_is_other(self):
+        # K at 0xC000, made in the forward pass (22) and never freed: live when the backward pass starts
+        # and still live at the step's hook, which did not name it (a leak, an input, a cache).
+        K = 0xC000
+        trace = TRACE[:3] + [alloc(K, 2 * KiB, 22)] + TRACE[3:]
+        segs = blocks((4 * KiB, ACTIVE), (20 * KiB, "inactive"), (16 * KiB, ACTIVE),
+                      (4 * KiB, "inactive"), (2 * KiB, ACTIVE))
+        p = self.summarize(trace=trace, segments=segs)
+        self.assertTrue(p["complete"])
+        peak = moment(p, "allocated_peak")
+        self.assertEqual(peak["categories"]["other"], 2 * KiB)
+        self.assertEqual(peak["categories"]["activations"], 0)
+        self.assertEqual(moment(p, "exit")["categories"]["other"], 2 * KiB)
+
+    def test_blocks_count_as_the_allocator_counts_them(self):
+        # The history gives sizes asked for: 4 bytes take a 512-byte block; a block still live
+        # at the end takes its size from there (here the allocator did not split off the 1 MiB
+        # left over from a 1 MiB + 1 request).
+        trace = [segment(0x1000, SEG, 1), alloc(0x1000, 4, 2), alloc(0x1200, KiB * KiB + 1, 3)]
+        p = self.summarize(trace=trace, n=M.Notes(),
+                           segments=blocks((512, ACTIVE), (SEG - 512, ACTIVE)))
+        self.assertTrue(p["complete"])
+        self.assertEqual(p["replayed_max_allocated"], SEG)
+        self.assertEqual(moment(p, "exit")["largest"], [[SEG - 512, "other"], [512, "other"]])
+
+    def test_a_step_that_keeps_more_each_time_is_in_the_step_series(self):
+        n = notes()
+        for k in range(1, 4):
+            n.note_step(50 + k * 100, {}, {0: (24 + 2 * k) * KiB})
+        p = self.summarize(n=n)
+        self.assertEqual(p["steps"], [24 * KiB, 26 * KiB, 28 * KiB, 30 * KiB])
+        self.assertEqual((p["steps_total"], p["optimizer_steps"]), (4, 4))
+        self.assertEqual(len(n.maps), 2)  # the three later steps share one (empty) map
+
+
+if __name__ == "__main__":
+    LAYER = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join("build", "python")
+    sys.path.insert(0, LAYER)
+    import kprof_memory as M  # noqa: E402
+
+    unittest.main()
