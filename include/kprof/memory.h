@@ -55,8 +55,9 @@ struct TorchMemory {
   uint32_t pid = 0;
   int rank = -1;
   uint16_t device = 0;
-  std::string when;   ///< "exit" or "oom"
-  uint64_t t_ns = 0;  ///< when the layer wrote it
+  std::string when;        ///< "exit" or "oom"
+  std::string alloc_conf;  ///< PYTORCH_CUDA_ALLOC_CONF (or PYTORCH_ALLOC_CONF) of the process
+  uint64_t t_ns = 0;       ///< when the layer wrote it
   /// PyTorch's own counts (torch.cuda.memory_stats): max_memory_allocated, max_memory_reserved,
   /// and the current figures then.
   int64_t max_allocated = 0, max_reserved = 0, allocated = 0, reserved = 0, inactive_split = 0;
@@ -90,9 +91,8 @@ struct MemoryState {
   /// by_library with the PyTorch caching allocator's share split into PyTorch's categories and
   /// its cached, unused bytes (a PyTorch program under kprof's PyTorch layer); else empty.
   std::vector<MemoryOwner> by_owner;
-  /// The caching allocator's moment by_owner was taken from ("" = none), and whether its
-  /// reserved bytes equal what CUPTI saw the allocator hold (else the difference is its own
-  /// owner, "PyTorch caching allocator (not matched)").
+  /// The caching allocator's moment by_owner was taken from ("" = none): one whose reserved
+  /// bytes equal what CUPTI saw the allocator hold (torch_matched).
   std::string torch_moment;
   bool torch_matched = false;
   std::vector<MemoryOwner> by_range;    ///< by the innermost op range of the allocating call
@@ -137,7 +137,7 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top = 5);
 namespace detail {
 /// Fills s.by_owner from s.by_library (uncut) and the PyTorch layer's moment of the same process
 /// and device that matches it: the one whose reserved bytes equal the caching allocator's share,
-/// nearest in time (else the nearest).
+/// nearest in time; none when no moment matches.
 void JoinTorchMemory(MemoryState& s, const std::vector<TorchMemory>& torch);
 }  // namespace detail
 

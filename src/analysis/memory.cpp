@@ -9,6 +9,7 @@
 #include <map>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "analysis/accumulators.h"
 #include "analysis/views/view.h"
@@ -49,6 +50,8 @@ constexpr std::string_view kNoRange = "(no range)";
 // The largest live allocations listed, however many owners are (PyTorch loads hundreds of
 // static variables).
 constexpr size_t kLargestShown = 10;
+// PyTorch layer payloads read per process (the layer writes at most four per device).
+constexpr size_t kMaxTorchPayloads = 16;
 
 struct Alloc {
   uint64_t bytes = 0;
@@ -274,15 +277,20 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
     // Windows: memory is recorded inside them only, so what was held then is a part.
     bool windows = false;
     const size_t torch_from = out.torch.size();
+    std::unordered_set<uint32_t> seen;  // string ids of marks read
     for (const Record& r : p.records) {
       if (r.start_ns != 0) first = std::min(first, r.start_ns);
       windows |= r.Kind() == RecordKind::CaptureWindow;
       if (r.Kind() == RecordKind::MarkerInstant && r.name != 0) {
-        if (auto tm = ParseTorchMemory(p.Name(r))) {
-          tm->pid = p.pid;
-          tm->rank = p.rank;
-          out.torch.push_back(std::move(*tm));
-        }
+        // Each payload string once, and a few per process: the layer writes one at exit and at
+        // most three at out-of-memory errors per device; a hostile file's thousand marks naming
+        // one large string cost one parse.
+        if (out.torch.size() - torch_from < kMaxTorchPayloads && seen.insert(r.name).second)
+          if (auto tm = ParseTorchMemory(p.Name(r))) {
+            tm->pid = p.pid;
+            tm->rank = p.rank;
+            out.torch.push_back(std::move(*tm));
+          }
         continue;
       }
       if (r.Kind() == RecordKind::MemAllocFailed) {

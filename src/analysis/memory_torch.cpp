@@ -113,6 +113,7 @@ std::optional<TorchMemory> ParseTorchMemory(std::string_view mark) {
   if (dev > UINT16_MAX) return std::nullopt;
   t.device = static_cast<uint16_t>(dev);
   t.when = Str(j, "when");
+  t.alloc_conf = Str(j, "alloc_conf", 256);
   t.t_ns = Ns(Int(j, "now_us"));
   t.max_allocated = Int(j, "max_allocated");
   t.max_reserved = Int(j, "max_reserved");
@@ -150,7 +151,7 @@ void JoinTorchMemory(MemoryState& s, const std::vector<TorchMemory>& torch) {
   for (const MemoryOwner& o : s.by_library)
     if (&o.name == lib) held = o.live_bytes;
   // The moment of the same process and device whose reserved bytes are what CUPTI saw the
-  // allocator hold, nearest in time; else the nearest (the difference is then its own owner).
+  // allocator hold, nearest in time.
   const TorchMoment* best = nullptr;
   bool matched = false;
   uint64_t best_dt = UINT64_MAX;
@@ -166,7 +167,9 @@ void JoinTorchMemory(MemoryState& s, const std::vector<TorchMemory>& torch) {
       }
     }
   }
-  if (best == nullptr) return;
+  // A moment that does not hold what CUPTI saw (a history that lost that part) says nothing
+  // about these bytes: no split then.
+  if (best == nullptr || !matched) return;
   s.torch_moment = best->kind;
   s.torch_matched = matched;
   for (const MemoryOwner& o : s.by_library)
@@ -183,12 +186,6 @@ void JoinTorchMemory(MemoryState& s, const std::vector<TorchMemory>& torch) {
   cached.name = "cached, unused (PyTorch caching allocator)";
   cached.live_bytes = std::max<int64_t>(0, best->reserved - best->allocated);
   if (cached.live_bytes > 0) s.by_owner.push_back(std::move(cached));
-  if (!matched && held > best->reserved) {
-    MemoryOwner rest;
-    rest.name = "PyTorch caching allocator (not matched)";
-    rest.live_bytes = held - best->reserved;
-    s.by_owner.push_back(std::move(rest));
-  }
   std::stable_sort(
       s.by_owner.begin(), s.by_owner.end(), [](const MemoryOwner& a, const MemoryOwner& b) {
         return a.live_bytes != b.live_bytes ? a.live_bytes > b.live_bytes : a.name < b.name;

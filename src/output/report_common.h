@@ -13,8 +13,6 @@ namespace kprof::report_common {
 
 inline constexpr const char* kCopyNames[6] = {"Unknown", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP"};
 
-/// Counters were asked for or recorded: only then do the reports show them, so that the report
-/// of every other run stays as it was.
 /// What a hint's fix could save: "12.5 ms (3.1% of the steady state)" (`md`: "12.5 ms, 3.1% of
 /// the steady state"); for the memory rules "1.2 GiB of device memory (25.0% of the peak)".
 inline std::string Saving(const Hint& h, bool md) {
@@ -26,6 +24,8 @@ inline std::string Saving(const Hint& h, bool md) {
                      bytes ? "peak" : "steady state", md ? "" : ")");
 }
 
+/// Counters were asked for or recorded: only then do the reports show them, so that the report
+/// of every other run stays as it was.
 inline bool HasCounters(const Analysis& a) { return !a.counters.mode.empty() || a.counters.Any(); }
 
 /// The views whose rows carry a class from the counters (Analysis: GroupRow::bound).

@@ -69,20 +69,27 @@ void ByOwner(std::ostream& out, const MemoryState& s, size_t top) {
     Owners(out, "by library", s.by_library, s.live_bytes, top);
     return;
   }
-  Owners(out,
-         s.torch_matched ? "by owner (PyTorch's allocator by what its blocks held)"
-                         : "by owner (PyTorch's allocator by what its blocks held, at its nearest "
-                           "moment: not the same bytes)",
-         s.by_owner, s.live_bytes, top);
+  Owners(out, "by owner (PyTorch's allocator by what its blocks held)", s.by_owner, s.live_bytes,
+         top);
+}
+
+// The number of the optimizer step `steps` starts at (the layer keeps the last 1024).
+uint64_t FirstStep(const TorchMemory& t) {
+  return t.steps_total > t.steps.size() ? t.steps_total - t.steps.size() + 1 : 1;
 }
 
 // What the PyTorch layer found in each process's caching allocator: its own peaks, the
 // categories at the allocated peak, and the bytes kept from one optimizer step to the next.
 void Torch(std::ostream& out, const MemorySummary& m, bool all) {
-  size_t shown = 0;
+  size_t shown = 0, exits = 0;
+  for (const TorchMemory& t : m.torch) exits += t.when == "exit" ? 1 : 0;
   for (const TorchMemory& t : m.torch) {
     if (t.when != "exit" && !all) continue;
-    if (!all && shown++ == 2) break;
+    if (!all && shown++ == 2) {
+      out << fmt::format(
+          "  ... {} more PyTorch processes or devices (--by memory shows every one)\n", exits - 2);
+      break;
+    }
     out << fmt::format(
         "  PyTorch caching allocator on GPU {}, pid {}{} ({}): peak allocated {}, "
         "peak reserved {}\n",
@@ -99,13 +106,11 @@ void Torch(std::ostream& out, const MemorySummary& m, bool all) {
       out << fmt::format("    at the allocated peak ({} replayed{}): {}\n", Bytes(p->allocated),
                          t.complete ? "" : ", history incomplete", cats.empty() ? "-" : cats);
     }
-    if (t.steps.size() >= 2) {
-      const int64_t first = t.steps.front(), last = t.steps.back();
+    if (t.steps.size() >= 2)
       out << fmt::format(
-          "    allocated after each optimizer step: {} after the first, {} after "
-          "the last ({} steps)\n",
-          Bytes(first), Bytes(last), t.steps_total);
-    }
+          "    allocated after each optimizer step: {} after step {}, {} after step "
+          "{}\n",
+          Bytes(t.steps.front()), FirstStep(t), Bytes(t.steps.back()), t.steps_total);
   }
 }
 

@@ -33,22 +33,41 @@ def _now_us():
     return time.time_ns() // 1000
 
 
+MAX_HOOKS = 512  # optimizer steps whose owners are kept (the latest)
+MAX_BACKWARDS = 4096  # backward starts kept (the latest)
+
+
+def _trim(lst, cap):
+    """Keeps the last `cap` entries of `lst` (in place, amortised: once it doubles)."""
+    if len(lst) > 2 * cap:
+        del lst[:len(lst) - cap]
+
+
 class Notes:
-    """What the hooks noted while the program ran (per process)."""
+    """What the hooks noted while the program ran (per process), bounded: a run of a million
+    steps keeps the owners of its last MAX_HOOKS steps and its last MAX_BACKWARDS backward
+    starts (a block is categorized by the first step hook after it was made: for a block of
+    the run's start still live, one of the latest does)."""
 
     def __init__(self):
         self.hook_times = []  # optimizer post-hook times (µs), ascending
-        self.hook_maps = []  # per hook time: index into maps
-        self.maps = []  # {(device, addr): category}, one per distinct set
+        self.hook_maps = []  # per hook time: its {(device, addr): category} (shared when equal)
         self.backward_starts = []  # µs, ascending
         self.steps = {}  # device -> [bytes allocated after each optimizer step]
         self.steps_total = {}
 
+    def note_backward(self, t_us):
+        self.backward_starts.append(t_us)
+        _trim(self.backward_starts, MAX_BACKWARDS)
+
     def note_step(self, t_us, owners, allocated):
-        if not self.maps or self.maps[-1] != owners:
-            self.maps.append(owners)
+        if self.hook_maps and self.hook_maps[-1] == owners:
+            owners = self.hook_maps[-1]  # one dict for a run of equal steps
         self.hook_times.append(t_us)
-        self.hook_maps.append(len(self.maps) - 1)
+        self.hook_maps.append(owners)
+        if len(self.hook_times) > 2 * MAX_HOOKS:
+            del self.hook_times[:MAX_HOOKS]
+            del self.hook_maps[:MAX_HOOKS]
         for dev, b in allocated.items():
             s = self.steps.setdefault(dev, [])
             s.append(b)
@@ -131,10 +150,10 @@ def _replay(trace, segments_end):
 
 class _Categorizer:
     """A block's category. Live across an optimizer step (its post hook): what the step found in
-    it (parameters, gradients, optimizer state), else "other" (kept from one step to the next:
-    inputs, caches, a leak). Else what the end found in it when it lived to the end; else an
-    activation when a backward pass started while it was live (made in the forward pass, kept
-    for the backward); else other."""
+    it (parameters, gradients, optimizer state), else what the end found in it, else "other"
+    (kept from one step to the next: inputs, caches, a leak). Else what the end found in it when
+    it lived to the end; else an activation when a backward pass started while it was live
+    (made in the forward pass, kept for the backward); else other."""
 
     def __init__(self, notes, device, end_owners):
         self.notes, self.device, self.end = notes, device, end_owners
@@ -142,13 +161,14 @@ class _Categorizer:
     def category(self, inst):
         n = self.notes
         key = (self.device, inst.addr)
+        end = self.end.get(key) if inst.t1 == _INF else None
         i = bisect_left(n.hook_times, inst.t0)
         if i < len(n.hook_times) and n.hook_times[i] < inst.t1:
-            return n.maps[n.hook_maps[i]].get(key, "other")
-        if inst.t1 == _INF:
-            c = self.end.get(key)
-            if c:
-                return c
+            # Kept across a step: what the step named it, else what the end named it (frozen
+            # parameters, buffers, a second optimizer's state), else other.
+            return n.hook_maps[i].get(key) or end or "other"
+        if end:
+            return end
         j = bisect_left(n.backward_starts, inst.t0)
         if j < len(n.backward_starts) and n.backward_starts[j] < inst.t1:
             return "activations"
@@ -232,6 +252,8 @@ def summarize_device(device, trace, segments_end, notes, end_owners, stats, max_
     moments.append(_moment(when, now, allocated, reserved, live.values(), cat))
     out = {
         "v": VERSION, "device": device, "when": when, "now_us": now,
+        "alloc_conf": (os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or
+                       os.environ.get("PYTORCH_ALLOC_CONF") or "")[:256],
         "max_allocated": stats.get("allocated_bytes.all.peak", 0),
         "max_reserved": stats.get("reserved_bytes.all.peak", 0),
         "allocated": stats.get("allocated_bytes.all.current", 0),
@@ -295,12 +317,15 @@ class Layer:
         self.on = False
         self.oom_marks = 0
         self.done = False
+        self.pid = os.getpid()  # a forked child's exit writes nothing
+        self.user_history = False  # the program records the history itself: kprof steps aside
 
     # -- set-up
     def install(self):
         torch = self.torch
         import atexit
 
+        self._wrap_user_history()
         torch.cuda._lazy_call(self._start)
         try:
             from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -311,18 +336,35 @@ class Layer:
         self._wrap_backward()
         atexit.register(self._at_exit)
 
+    def _wrap_user_history(self):
+        """The program's own torch.cuda.memory._record_memory_history (its snapshots, its
+        stacks) wins: kprof's history stops being kprof's, and the layer writes nothing."""
+        mem = self.torch.cuda.memory
+        real = mem._record_memory_history
+        layer = self
+
+        def record_memory_history(*args, **kwargs):
+            layer.user_history = True
+            layer.on = False
+            return real(*args, **kwargs)
+
+        record_memory_history.__wrapped__ = real
+        record_memory_history.__doc__ = getattr(real, "__doc__", None)
+        mem._record_memory_history = record_memory_history
+        self.real_record = real
+
     def _start(self):
-        torch = self.torch
+        if self.user_history:
+            return
         try:
-            torch.cuda.memory._record_memory_history(enabled="all", context=None,
-                                                     stacks="python",
-                                                     max_entries=self.max_entries)
+            self.real_record(enabled="all", context=None, stacks="python",
+                             max_entries=self.max_entries)
             self.on = True
         except Exception as e:
             _warn("the caching allocator's history", e)
             return
         try:
-            torch._C._cuda_attach_out_of_memory_observer(self._on_oom)
+            self.torch._C._cuda_attach_out_of_memory_observer(self._on_oom)
         except Exception as e:
             _warn("out-of-memory observer", e)
 
@@ -330,14 +372,15 @@ class Layer:
         import threading
 
         torch = self.torch
-        starts = self.notes.backward_starts
         inside = threading.local()  # Tensor.backward calls torch.autograd.backward: noted once
+
+        layer = self
 
         def wrap(fn):
             def backward(*args, **kwargs):
-                if getattr(inside, "on", False):
+                if getattr(inside, "on", False) or not layer.on or _compiling(torch):
                     return fn(*args, **kwargs)
-                starts.append(_now_us())
+                layer.notes.note_backward(_now_us())
                 inside.on = True
                 try:
                     return fn(*args, **kwargs)
@@ -353,7 +396,7 @@ class Layer:
         torch.autograd.backward = wrap(torch.autograd.backward)
 
     def _after_step(self, optimizer, args, kwargs):
-        if not self.on:
+        if not self.on or _compiling(self.torch):
             return
         try:
             params = [p for g in optimizer.param_groups for p in g["params"]]
@@ -362,8 +405,16 @@ class Layer:
             allocated = {d: self.torch.cuda.memory_allocated(d) for d in devices}
             self.notes.note_step(_now_us(), owners, allocated)
         except Exception as e:
-            self.on = False
+            self._stop()
             _warn("optimizer step hook", e)
+
+    def _stop(self):
+        """Off for good: no more notes, and the history (its cost) off."""
+        self.on = False
+        try:
+            self.real_record(enabled=None)
+        except Exception:
+            pass
 
     # -- read back
     def _end_owners(self):
@@ -374,14 +425,20 @@ class Layer:
 
         torch = self.torch
         params, optimizers = [], []
-        with warnings.catch_warnings():  # isinstance() on some lazy modules' objects warns
+        module, optimizer = torch.nn.Module, torch.optim.Optimizer
+        with warnings.catch_warnings():  # some lazy modules' objects warn when touched
             warnings.simplefilter("ignore")
             for o in gc.get_objects():
-                if isinstance(o, torch.nn.Module):
-                    params.extend(o.parameters(recurse=False))
-                    params.extend(b for b in o.buffers(recurse=False) if b is not None)
-                elif isinstance(o, torch.optim.Optimizer):
-                    optimizers.append(o)
+                # type(), not isinstance(): a proxy's __class__ could run the program's code.
+                try:
+                    kind = type(o)
+                    if issubclass(kind, module):
+                        params.extend(o.parameters(recurse=False))
+                        params.extend(b for b in o.buffers(recurse=False) if b is not None)
+                    elif issubclass(kind, optimizer):
+                        optimizers.append(o)
+                except Exception:
+                    continue
         return _owners_of(params, optimizers)
 
     def _summarize(self, when, requested=0, only_device=None):
@@ -408,7 +465,7 @@ class Layer:
             self.emit(MARK_PREFIX + json.dumps(payload, separators=(",", ":")))
 
     def _on_oom(self, device, alloc, device_allocated, device_free):
-        if not self.on or self.oom_marks >= MAX_OOM_MARKS:
+        if not self.on or self.oom_marks >= MAX_OOM_MARKS or os.getpid() != self.pid:
             return
         self.oom_marks += 1
         try:
@@ -417,13 +474,22 @@ class Layer:
             _warn("memory at the out-of-memory error", e)
 
     def _at_exit(self):
-        if not self.on or self.done:
+        if not self.on or self.done or os.getpid() != self.pid:
             return
         self.done = True
         try:
             self._write("exit")
         except Exception as e:
             _warn("memory at exit", e)
+
+
+def _compiling(torch):
+    """Inside code torch.compile traces (an optimizer step compiled with its hooks): the hooks
+    note nothing there."""
+    try:
+        return torch.compiler.is_compiling()
+    except Exception:
+        return False
 
 
 def _warn(what, err):

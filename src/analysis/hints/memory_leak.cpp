@@ -7,8 +7,9 @@
 namespace kprof::hints {
 
 namespace {
-/// Steps needed to call a trend.
-constexpr size_t kMinSteps = 4;
+/// Steps needed to call a trend: more than a warm-up's few (torch.compile's CUDA-graph pools, a
+/// lazily made optimizer state grow over the first two or three steps, then stop).
+constexpr size_t kMinSteps = 6;
 /// Share of the step-to-step changes that must be growth.
 constexpr double kGrowingShare = 0.75;
 }  // namespace
@@ -16,7 +17,7 @@ constexpr double kGrowingShare = 0.75;
 std::optional<Hint> MemoryLeak(const RuleContext& c) {
   for (const TorchMemory* t : TorchAtExit(c)) {
     const std::vector<int64_t>& s = t->steps;
-    if (s.size() < kMinSteps) continue;
+    if (s.size() < kMinSteps || t->steps_total < s.size()) continue;
     // The hook runs after each step: the first step's figure already holds the optimizer state
     // it made, so what grew since then is kept from step to step.
     size_t grew = 0;
@@ -32,10 +33,10 @@ std::optional<Hint> MemoryLeak(const RuleContext& c) {
         "the memory live after each optimizer step grows by {} a step (GPU {}, pid {}): "
         "something keeps tensors from one step to the next",
         FormatBytes(static_cast<uint64_t>(per_step)), t->device, t->pid);
-    h.evidence.push_back(fmt::format(
-        "allocated after the first step: {}; after step {}: {} ({} of {} changes were growth)",
-        FormatBytes(static_cast<uint64_t>(s.front())), s.size(),
-        FormatBytes(static_cast<uint64_t>(s.back())), grew, changes));
+    h.evidence.push_back(
+        fmt::format("allocated after step {}: {}; after step {}: {} ({} of {} changes were growth)",
+                    t->steps_total - s.size() + 1, FormatBytes(static_cast<uint64_t>(s.front())),
+                    t->steps_total, FormatBytes(static_cast<uint64_t>(s.back())), grew, changes));
     h.evidence.push_back(fmt::format("PyTorch's peak allocated: {}",
                                      FormatBytes(static_cast<uint64_t>(t->max_allocated))));
     h.assumption = "what grew since the first step is held at the peak, and nothing reads it again";

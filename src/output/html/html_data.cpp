@@ -117,6 +117,8 @@ void WriteHints(JsonWriter& j, const std::vector<Hint>& hints) {
     for (const auto& e : h.evidence) j.Str(e);
     j.EndArr();
     j.U("est_saving_ns", h.est_saving_ns).D("est_saving_pct", h.est_saving_pct);
+    if (h.est_saving_bytes)  // the memory rules (docs/hints.md "Memory")
+      j.U("est_saving_bytes", h.est_saving_bytes).D("est_saving_bytes_pct", h.est_saving_bytes_pct);
     j.U("base_ns", h.base_ns);
     j.S("assumption", h.assumption).S("fix_cuda", h.fix_cuda).S("fix_pytorch", h.fix_pytorch);
     j.EndObj();

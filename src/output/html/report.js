@@ -361,6 +361,8 @@
       head.appendChild(el('span', 'id', h.id));
       if (h.est_saving_ns > 0)
         head.appendChild(el('span', 'saving', 'saves up to ' + fmt.dur(h.est_saving_ns) + ' (' + h.est_saving_pct.toFixed(1) + '% of the steady state)'));
+      if (h.est_saving_bytes > 0)  // the memory rules price device memory
+        head.appendChild(el('span', 'saving', 'saves up to ' + fmt.bytes(h.est_saving_bytes) + ' of device memory (' + h.est_saving_bytes_pct.toFixed(1) + '% of the peak)'));
       box.appendChild(head);
       if (h.evidence.length) {
         var ul = el('ul');

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "kprof/analysis.h"
 #include "kprof/hints.h"
 #include "test_util.h"
@@ -337,6 +339,29 @@ TEST(MemoryTorch, AFailureTakesTheMomentThatHeldWhatCuptiSaw) {
   EXPECT_EQ(c->live_bytes, static_cast<int64_t>(200 * kMiB) - 199229440);
 }
 
+TEST(MemoryTorch, NoMomentHoldingWhatCuptiSawNoSplit) {
+  // The layer's history lost the part around the peak: its moments hold other reserved bytes.
+  std::string payload = kPayload;
+  for (size_t at = payload.find("314572800"); at != std::string::npos;
+       at = payload.find("314572800", at))
+    payload.replace(at, 9, "314572801");
+  test::TraceBuilder b = Planted();
+  b.Add(RecordKind::MarkerInstant, payload, 9000, 9000);
+  const MemorySummary m = Summarize(b);
+  ASSERT_EQ(m.peaks.size(), 1u);
+  EXPECT_TRUE(m.peaks[0].by_owner.empty());
+  EXPECT_EQ(m.peaks[0].torch_moment, "");
+  EXPECT_FALSE(m.peaks[0].by_library.empty());
+}
+
+TEST(MemoryTorch, AThousandMarksOfOnePayloadAreReadOnce) {
+  test::TraceBuilder b = Planted();
+  for (uint64_t i = 0; i < 1000; ++i)
+    b.Add(RecordKind::MarkerInstant, kPayload, 9000 + i, 9000 + i);
+  const MemorySummary m = Summarize(b);
+  EXPECT_EQ(m.torch.size(), 1u);
+}
+
 TEST(MemoryTorch, WithoutTheLayerOwnersStayByLibrary) {
   const MemorySummary m = Summarize(Planted());
   EXPECT_TRUE(m.torch.empty());
@@ -352,15 +377,17 @@ namespace {
 // A payload at exit with these PyTorch peaks, bytes after each optimizer step, and at the
 // allocated peak `acts` of activations and `params` of parameters.
 std::string Payload(int64_t max_allocated, int64_t max_reserved, const std::string& steps,
-                    int64_t acts, int64_t params) {
+                    int64_t acts, int64_t params, const std::string& conf = "") {
   return std::string(kTorchMemoryMark) +
          fmt::format(R"({{"v":1,"device":0,"when":"exit","now_us":9,"max_allocated":{0},
  "max_reserved":{1},"allocated":{0},"reserved":{1},"complete":true,"optimizer_steps":6,
- "backward_passes":6,"steps":[{2}],"moments":[{{"kind":"allocated_peak","t_us":4,
+ "alloc_conf":"{6}","backward_passes":6,"steps":[{2}],"steps_total":{7},
+ "moments":[{{"kind":"allocated_peak","t_us":4,
  "allocated":{0},"reserved":{1},"categories":{{"parameters":{4},"activations":{3},
  "other":{5}}}}}]}})",
                      max_allocated, max_reserved, steps, acts, params,
-                     max_allocated - acts - params);
+                     max_allocated - acts - params, conf,
+                     steps.empty() ? 0 : std::count(steps.begin(), steps.end(), ',') + 1);
 }
 
 std::vector<Hint> HintsWith(const std::string& payload) {
@@ -388,12 +415,17 @@ TEST(MemoryHints, AStepThatKeepsMoreEachTimeIsALeakPricedByItsGrowth) {
   EXPECT_EQ(h->severity, Severity::Critical);
   EXPECT_NE(h->summary.find("grows by 64.0 MiB a step"), std::string::npos) << h->summary;
   EXPECT_EQ(h->est_saving_ns, 0u);
-  // Flat steps, or too few: no leak.
+  EXPECT_NE(h->evidence.at(0).find("after step 1: 336.0 MiB; after step 6: 656.0 MiB (5 of 5"),
+            std::string::npos)
+      << h->evidence[0];
+  // Flat steps, or too few: no leak. A warm-up that grows over its first steps (compiled
+  // code's graph pools) and then stops is no leak either.
   EXPECT_EQ(FindHint(HintsWith(Payload(kGiB, kGiB, "1,2,2,2,2,2", 0, 0)), "memory-leak"), nullptr);
-  EXPECT_EQ(FindHint(HintsWith(Payload(kGiB, kGiB, fmt::format("{},{},{}", m, 400 * m, 900 * m), 0,
-                                       0)),  // three steps: too few to call a trend
-                     "memory-leak"),
-            nullptr);
+  const std::string five = fmt::format("{},{},{},{},{}", m, 400 * m, 900 * m, 950 * m, 1000 * m);
+  EXPECT_EQ(FindHint(HintsWith(Payload(kGiB, kGiB, five, 0, 0)), "memory-leak"), nullptr);
+  const std::string warm = fmt::format("{},{},{},{},{},{},{},{}", m, 400 * m, 900 * m, 900 * m,
+                                       900 * m, 900 * m, 900 * m, 900 * m);
+  EXPECT_EQ(FindHint(HintsWith(Payload(kGiB, kGiB, warm, 0, 0)), "memory-leak"), nullptr);
 }
 
 TEST(MemoryHints, CachedButUnusedAtTheReservedPeakIsFragmentation) {
@@ -403,6 +435,11 @@ TEST(MemoryHints, CachedButUnusedAtTheReservedPeakIsFragmentation) {
   EXPECT_EQ(h->est_saving_bytes, static_cast<uint64_t>(kGiB));
   EXPECT_DOUBLE_EQ(h->est_saving_bytes_pct, 50.0);
   EXPECT_NE(h->fix_pytorch.find("expandable_segments:True"), std::string::npos);
+  // Already on: nothing to recommend.
+  EXPECT_EQ(FindHint(HintsWith(Payload(kGiB, 2 * kGiB, "", 0, kGiB / 2,
+                                       "max_split_size_mb:128,expandable_segments:True")),
+                     "allocator-fragmentation"),
+            nullptr);
   // 20 MiB unused of 300 MiB reserved: below the floors; 100 MiB of 1 GiB: 9.8%, under 20%.
   EXPECT_EQ(FindHint(HintsWith(kPayload), "allocator-fragmentation"), nullptr);
   EXPECT_EQ(FindHint(HintsWith(Payload(kGiB - 100 * static_cast<int64_t>(kMiB), kGiB, "", 0, 0)),

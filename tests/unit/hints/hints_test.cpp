@@ -269,7 +269,7 @@ Run DataLossRun() {
 // 30 ms of first-launch module loading, 200 GEMMs of 1.5 ms with 1 us between them, one wait.
 // A PyTorch training run under the PyTorch layer on a 1 GiB GPU: 900 MiB held at the driver-level
 // peak (88% of the GPU); PyTorch's allocator peaked at 400 MiB allocated of 880 MiB reserved
-// (480 MiB cached, unused), 250 MiB of it activations; the bytes after each of 5 optimizer steps
+// (480 MiB cached, unused), 250 MiB of it activations; the bytes after each of 6 optimizer steps
 // grew by 50 MiB a step. All three memory rules speak; no time rule does.
 Run TorchMemoryRun() {
   TraceBuilder b;
@@ -281,11 +281,12 @@ Run TorchMemoryRun() {
   const uint64_t M = MiB;
   b.Mark("kprof.pytorch.memory:" +
              fmt::format(R"({{"v":1,"device":0,"when":"exit","now_us":1,"max_allocated":{},
- "max_reserved":{},"allocated":{},"reserved":{},"complete":true,"optimizer_steps":5,
- "backward_passes":5,"steps":[{},{},{},{},{}],"moments":[{{"kind":"allocated_peak","t_us":1,
+ "max_reserved":{},"allocated":{},"reserved":{},"complete":true,"optimizer_steps":6,
+ "backward_passes":6,"steps":[{},{},{},{},{},{}],"steps_total":6,
+ "moments":[{{"kind":"allocated_peak","t_us":1,
  "allocated":{},"reserved":{},"categories":{{"parameters":{},"activations":{},"other":{}}}}}]}})",
-                         400 * M, 880 * M, 300 * M, 880 * M, 100 * M, 150 * M, 200 * M, 250 * M,
-                         300 * M, 400 * M, 880 * M, 50 * M, 250 * M, 100 * M),
+                         400 * M, 880 * M, 300 * M, 880 * M, 50 * M, 100 * M, 150 * M, 200 * M,
+                         250 * M, 300 * M, 400 * M, 880 * M, 50 * M, 250 * M, 100 * M),
          B + 100'000'001);
   return b.Build();
 }
@@ -887,8 +888,8 @@ TEST(Hints, TheMemoryRulesPriceBytesOfTheirPeak) {
   ASSERT_NE(leak, nullptr);
   ASSERT_NE(frag, nullptr);
   ASSERT_NE(acts, nullptr);
-  EXPECT_EQ(leak->est_saving_bytes, 200 * MiB);  // 100 -> 300 MiB over the steps
-  EXPECT_DOUBLE_EQ(leak->est_saving_bytes_pct, 50.0);
+  EXPECT_EQ(leak->est_saving_bytes, 250 * MiB);  // 50 -> 300 MiB over the steps
+  EXPECT_DOUBLE_EQ(leak->est_saving_bytes_pct, 62.5);
   EXPECT_EQ(frag->est_saving_bytes, 480 * MiB);
   EXPECT_EQ(acts->est_saving_bytes, 250 * MiB);
   EXPECT_DOUBLE_EQ(acts->est_saving_bytes_pct, 62.5);
