@@ -47,6 +47,9 @@ struct TorchMoment {
   std::array<int64_t, kTorchCategories> bytes{};         ///< live blocks by category
   std::vector<std::pair<int64_t, std::string>> largest;  ///< bytes, category
   bool Is(std::string_view k) const;
+  /// "parameters 80.1 MiB, optimizer state 166.3 MiB, ..." for the categories holding bytes,
+  /// but category `skip`; "" when none does.
+  std::string Categories(size_t skip = kTorchCategories) const;
 };
 
 /// What kprof's PyTorch layer found in one process's caching allocator on one device, at the
@@ -71,6 +74,10 @@ struct TorchMemory {
   std::vector<int64_t> steps;  ///< bytes allocated after each optimizer step (the last 1024)
   std::vector<TorchMoment> moments;
   const TorchMoment* Find(std::string_view kind) const;
+  /// The number of the optimizer step `steps` starts at (the layer keeps the last 1024).
+  uint64_t FirstStep() const {
+    return steps_total > steps.size() ? steps_total - steps.size() + 1 : 1;
+  }
 };
 
 /// Reads one payload of the layer's mark ("kprof.pytorch.memory:" + JSON); nothing when it is

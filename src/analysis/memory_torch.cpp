@@ -1,11 +1,14 @@
 // PyTorch's categories (include/kprof/memory.h, docs/memory.md "PyTorch's categories"): the
 // payloads kprof's PyTorch layer writes as NVTX marks, read back, and joined with the driver-level
 // owners so that the caching allocator's share is split into what its blocks held.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "analysis/accumulators.h"
+#include "kprof/analysis.h"
 #include "kprof/memory.h"
 
 namespace kprof {
@@ -74,9 +77,9 @@ TorchMoment Moment(const Json& m) {
   return t;
 }
 
-const std::string* LibraryNamed(const MemoryState& s) {
+const MemoryOwner* TorchOwner(const MemoryState& s) {
   for (const MemoryOwner& o : s.by_library)
-    if (std::string_view(o.name).starts_with(kTorchOwner)) return &o.name;
+    if (std::string_view(o.name).starts_with(kTorchOwner)) return &o;
   return nullptr;
 }
 
@@ -95,6 +98,15 @@ bool TorchMoment::Is(std::string_view k) const {
     rest.remove_prefix(comma + 1);
   }
   return false;
+}
+
+std::string TorchMoment::Categories(size_t skip) const {
+  std::string out;
+  for (size_t i = 0; i < kTorchCategories; ++i)
+    if (i != skip && bytes[i] > 0)
+      out += fmt::format("{}{} {}", out.empty() ? "" : ", ", kCategoryNames[i],
+                         FormatBytes(static_cast<uint64_t>(bytes[i])));
+  return out;
 }
 
 const TorchMoment* TorchMemory::Find(std::string_view kind) const {
@@ -145,35 +157,28 @@ std::optional<TorchMemory> ParseTorchMemory(std::string_view mark) {
 namespace detail {
 
 void JoinTorchMemory(MemoryState& s, const std::vector<TorchMemory>& torch) {
-  const std::string* lib = LibraryNamed(s);
+  const MemoryOwner* lib = TorchOwner(s);
   if (lib == nullptr) return;
-  int64_t held = 0;
-  for (const MemoryOwner& o : s.by_library)
-    if (&o.name == lib) held = o.live_bytes;
   // The moment of the same process and device whose reserved bytes are what CUPTI saw the
-  // allocator hold, nearest in time.
+  // allocator hold, nearest in time. One that holds other bytes (a history that lost that part)
+  // says nothing about these: no split then.
   const TorchMoment* best = nullptr;
-  bool matched = false;
   uint64_t best_dt = UINT64_MAX;
   for (const TorchMemory& t : torch) {
     if (t.pid != s.pid || t.device != s.device) continue;
     for (const TorchMoment& m : t.moments) {
-      const bool same = m.reserved == held;
       const uint64_t dt = m.t_ns > s.t_ns ? m.t_ns - s.t_ns : s.t_ns - m.t_ns;
-      if ((same && !matched) || (same == matched && dt < best_dt)) {
+      if (m.reserved == lib->live_bytes && dt < best_dt) {
         best = &m;
         best_dt = dt;
-        matched = same;
       }
     }
   }
-  // A moment that does not hold what CUPTI saw (a history that lost that part) says nothing
-  // about these bytes: no split then.
-  if (best == nullptr || !matched) return;
+  if (best == nullptr) return;
   s.torch_moment = best->kind;
-  s.torch_matched = matched;
+  s.torch_matched = true;
   for (const MemoryOwner& o : s.by_library)
-    if (&o.name != lib) s.by_owner.push_back(o);
+    if (&o != lib) s.by_owner.push_back(o);
   const std::string tag = " (PyTorch)";
   for (size_t i = 0; i < kTorchCategories; ++i) {
     if (best->bytes[i] <= 0) continue;

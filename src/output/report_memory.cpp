@@ -73,11 +73,6 @@ void ByOwner(std::ostream& out, const MemoryState& s, size_t top) {
          top);
 }
 
-// The number of the optimizer step `steps` starts at (the layer keeps the last 1024).
-uint64_t FirstStep(const TorchMemory& t) {
-  return t.steps_total > t.steps.size() ? t.steps_total - t.steps.size() + 1 : 1;
-}
-
 // What the PyTorch layer found in each process's caching allocator: its own peaks, the
 // categories at the allocated peak, and the bytes kept from one optimizer step to the next.
 void Torch(std::ostream& out, const MemorySummary& m, bool all) {
@@ -97,12 +92,7 @@ void Torch(std::ostream& out, const MemorySummary& m, bool all) {
         t.when == "oom" ? "at the out-of-memory error" : "at exit", Bytes(t.max_allocated),
         Bytes(t.max_reserved));
     if (const TorchMoment* p = t.Find("allocated_peak")) {
-      std::string cats;
-      for (size_t i = 0; i < kTorchCategories; ++i) {
-        if (p->bytes[i] <= 0) continue;
-        cats += fmt::format("{}{} {}", cats.empty() ? "" : ", ", TorchCategoryName(i),
-                            Bytes(p->bytes[i]));
-      }
+      const std::string cats = p->Categories();
       out << fmt::format("    at the allocated peak ({} replayed{}): {}\n", Bytes(p->allocated),
                          t.complete ? "" : ", history incomplete", cats.empty() ? "-" : cats);
     }
@@ -110,7 +100,7 @@ void Torch(std::ostream& out, const MemorySummary& m, bool all) {
       out << fmt::format(
           "    allocated after each optimizer step: {} after step {}, {} after step "
           "{}\n",
-          Bytes(t.steps.front()), FirstStep(t), Bytes(t.steps.back()), t.steps_total);
+          Bytes(t.steps.front()), t.FirstStep(), Bytes(t.steps.back()), t.steps_total);
   }
 }
 

@@ -26,6 +26,9 @@ NEAR_PEAK = 0.9  # segment moments kept: reserved at least this share of its hig
 MAX_MOMENTS = 16
 MAX_STEPS = 1024
 LARGEST = 5
+# The history's entries that change the reserved bytes (segment_map/unmap: expandable segments).
+SEGMENT_GROWS = ("segment_alloc", "segment_map")
+SEGMENT_SHRINKS = ("segment_free", "segment_unmap")
 MAX_OOM_MARKS = 3
 
 
@@ -132,9 +135,9 @@ def _replay(trace, segments_end):
             else:
                 inst.t1 = t
             of_entry[i] = inst
-        elif a in ("segment_alloc", "segment_map"):
+        elif a in SEGMENT_GROWS:
             reserved_net += e.get("size", 0)
-        elif a in ("segment_free", "segment_unmap"):
+        elif a in SEGMENT_SHRINKS:
             reserved_net -= e.get("size", 0)
     end_live, end_reserved = _end_blocks(segments_end)
     for addr, size in end_live.items():
@@ -201,12 +204,12 @@ def _sums(trace, of_entry, alloc0, reserved0):
                 peak_a, peak_a_i = allocated, i
         elif a == "free_requested":
             allocated -= of_entry[i].size
-        elif a in ("segment_alloc", "segment_map"):
+        elif a in SEGMENT_GROWS:
             reserved += size
             seg_points.append((i, reserved))
             if reserved > peak_r:
                 peak_r, peak_r_i = reserved, i
-        elif a in ("segment_free", "segment_unmap"):
+        elif a in SEGMENT_SHRINKS:
             reserved -= size
             seg_points.append((i, reserved))
     return peak_a, peak_a_i, peak_r, peak_r_i, seg_points
@@ -241,9 +244,9 @@ def summarize_device(device, trace, segments_end, notes, end_owners, stats, max_
         elif a == "free_requested":
             live.pop(id(inst), None)
             allocated -= inst.size
-        elif a in ("segment_alloc", "segment_map"):
+        elif a in SEGMENT_GROWS:
             reserved += size
-        elif a in ("segment_free", "segment_unmap"):
+        elif a in SEGMENT_SHRINKS:
             reserved -= size
         if i in keep:
             moments.append(_moment(keep[i], e.get("time_us", 0), allocated, reserved,

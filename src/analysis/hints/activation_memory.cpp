@@ -39,12 +39,8 @@ std::optional<Hint> ActivationMemory(const RuleContext& c) {
         FormatBytes(static_cast<uint64_t>(acts)), FormatBytes(static_cast<uint64_t>(p->allocated)),
         t->device, t->pid);
     h.evidence.push_back("the process's peak on this GPU is within 30% of its memory");
-    std::string rest;
-    for (size_t i = 0; i < kTorchCategories; ++i)
-      if (i != kActivations && p->bytes[i] > 0)
-        rest += fmt::format("{}{} {}", rest.empty() ? "" : ", ", TorchCategoryName(i),
-                            FormatBytes(static_cast<uint64_t>(p->bytes[i])));
-    if (!rest.empty()) h.evidence.push_back("the rest of the allocated peak: " + rest);
+    if (const std::string rest = p->Categories(kActivations); !rest.empty())
+      h.evidence.push_back("the rest of the allocated peak: " + rest);
     h.assumption =
         "recomputing every block in the backward pass keeps only the blocks' inputs: an upper "
         "bound; a micro-batch half as large halves the activations instead";

@@ -35,8 +35,8 @@ std::optional<Hint> MemoryLeak(const RuleContext& c) {
         FormatBytes(static_cast<uint64_t>(per_step)), t->device, t->pid);
     h.evidence.push_back(
         fmt::format("allocated after step {}: {}; after step {}: {} ({} of {} changes were growth)",
-                    t->steps_total - s.size() + 1, FormatBytes(static_cast<uint64_t>(s.front())),
-                    t->steps_total, FormatBytes(static_cast<uint64_t>(s.back())), grew, changes));
+                    t->FirstStep(), FormatBytes(static_cast<uint64_t>(s.front())), t->steps_total,
+                    FormatBytes(static_cast<uint64_t>(s.back())), grew, changes));
     h.evidence.push_back(fmt::format("PyTorch's peak allocated: {}",
                                      FormatBytes(static_cast<uint64_t>(t->max_allocated))));
     h.assumption = "what grew since the first step is held at the peak, and nothing reads it again";
