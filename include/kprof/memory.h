@@ -68,10 +68,19 @@ struct TorchMemory {
   /// The highest allocated and reserved bytes of the replayed history (equal to PyTorch's own
   /// when the history is complete and nothing reset the peaks).
   int64_t replayed_max_allocated = 0, replayed_max_reserved = 0;
-  bool complete = false;  ///< the history holds every entry since CUDA started
+  /// The history held every entry since CUDA started (its first window) and saw both of
+  /// PyTorch's peaks.
+  bool complete = false;
   uint64_t entries = 0;
+  /// The history's windows: it pauses once PyTorch's peaks held for a few optimizer steps and
+  /// resumes when one rises (0: a layer before windows); the optimizer steps run paused.
+  uint64_t windows = 0, unrecorded_steps = 0;
   uint64_t optimizer_steps = 0, backward_passes = 0, steps_total = 0;
   std::vector<int64_t> steps;  ///< bytes allocated after each optimizer step (the last 1024)
+  /// The segments the allocator took from the driver (address, bytes), from its history and
+  /// its state at the end: CUPTI's allocations at these addresses are the allocator's whatever
+  /// library CUPTI named (it names libcudart for a DDP rank's).
+  std::vector<std::pair<uint64_t, uint64_t>> segments;
   std::vector<TorchMoment> moments;
   const TorchMoment* Find(std::string_view kind) const;
   /// The number of the optimizer step `steps` starts at (the layer keeps the last 1024).

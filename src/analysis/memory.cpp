@@ -46,6 +46,8 @@ std::string Base(const std::string& path) {
 
 constexpr std::string_view kStaticOwner = "static memory (module globals)";
 constexpr std::string_view kUnknownOwner = "(library not recorded)";
+// The caching allocator lives in libc10_cuda.so in every PyTorch build.
+constexpr std::string_view kTorchSegmentOwner = "PyTorch caching allocator (libc10_cuda.so)";
 constexpr std::string_view kNoRange = "(no range)";
 // The largest live allocations listed, however many owners are (PyTorch loads hundreds of
 // static variables).
@@ -69,15 +71,26 @@ struct Event {
   int range = -1;        // an allocation's op range, found once
 };
 
+// The caching allocator's segments on one device (address -> bytes), from the PyTorch layer.
+using TorchSegments = std::unordered_map<uint64_t, uint64_t>;
+
+uint64_t Address(const Record& r) {
+  return static_cast<uint64_t>(r.a) | static_cast<uint64_t>(r.b) << 32;
+}
+
 class Replay {
  public:
-  Replay(const ProcessTimeline& t, std::vector<Event> events)
+  Replay(const ProcessTimeline& t, std::vector<Event> events, const TorchSegments& torch)
       : t_(t), p_(*t.process), events_(std::move(events)) {
     std::stable_sort(events_.begin(), events_.end(),
                      [](const Event& a, const Event& b) { return a.r->start_ns < b.r->start_ns; });
     for (Event& e : events_) {
       if (e.delta < 0) continue;
-      e.library = OwnerOf(*e.r);
+      // A segment the allocator's history lists is the allocator's, whoever CUPTI named.
+      const auto seg = torch.find(Address(*e.r));
+      e.library = seg != torch.end() && seg->second == static_cast<uint64_t>(e.delta)
+                      ? Intern(std::string(kTorchSegmentOwner))
+                      : OwnerOf(*e.r);
       e.range = RangeOf(e.r->correlation);
     }
   }
@@ -193,18 +206,23 @@ class Replay {
     } else {
       name = kUnknownOwner;
     }
+    const uint32_t id = Intern(name);
+    owner_of_.emplace(key, id);
+    return id;
+  }
+
+  uint32_t Intern(const std::string& name) {
     auto [it, fresh] = owner_ids_.try_emplace(name, static_cast<uint32_t>(owners_.size()));
     if (fresh) {
       owners_.push_back(name);
       made_.push_back(0);
     }
-    owner_of_.emplace(key, it->second);
     return it->second;
   }
 
   void Apply(const Event& e) {
     const Record& r = *e.r;
-    const uint64_t addr = static_cast<uint64_t>(r.a) | static_cast<uint64_t>(r.b) << 32;
+    const uint64_t addr = Address(r);
     if (e.delta >= 0) {
       // (The size as DeviceMemoryDelta clamped it: a hostile file's byte counts stay in range.)
       Alloc a{static_cast<uint64_t>(e.delta), r.start_ns, e.library, e.range, r.e};
@@ -308,9 +326,13 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
     // This process's PyTorch findings, in time order.
     std::vector<TorchMemory> torch(out.torch.begin() + static_cast<std::ptrdiff_t>(torch_from),
                                    out.torch.end());
+    std::map<uint16_t, TorchSegments> segments;
+    for (const TorchMemory& tm : torch)
+      for (const auto& [addr, bytes] : tm.segments) segments[tm.device].emplace(addr, bytes);
     std::map<uint16_t, Replay> replays;
     for (auto& [device, events] : by_device) {
-      Replay& rp = replays.try_emplace(device, t, std::move(events)).first->second;
+      Replay& rp =
+          replays.try_emplace(device, t, std::move(events), segments[device]).first->second;
       const auto [at, height] = rp.Peak();
       if (height <= 0) continue;
       rp.Run(at);

@@ -22,7 +22,7 @@ constexpr std::string_view kCategoryNames[kTorchCategories] = {
     "parameters", "gradients", "optimizer state", "activations", "other tensors"};
 // Bounds on what one payload may carry (the layer writes at most 16 segment moments plus three,
 // 1024 steps and 5 largest blocks a moment): a hostile mark costs the report nothing more.
-constexpr size_t kMaxMoments = 64, kMaxSteps = 4096, kMaxLargest = 16;
+constexpr size_t kMaxMoments = 64, kMaxSteps = 4096, kMaxLargest = 16, kMaxSegments = 8192;
 constexpr std::string_view kTorchOwner = "PyTorch caching allocator";
 
 // A non-negative integer member, clamped to int64 (0 when absent or of another type).
@@ -138,6 +138,8 @@ std::optional<TorchMemory> ParseTorchMemory(std::string_view mark) {
   const auto complete = j.find("complete");
   t.complete = complete != j.end() && complete->is_boolean() && complete->get<bool>();
   t.entries = static_cast<uint64_t>(Int(j, "entries"));
+  t.windows = static_cast<uint64_t>(Int(j, "windows"));
+  t.unrecorded_steps = static_cast<uint64_t>(Int(j, "unrecorded_steps"));
   t.optimizer_steps = static_cast<uint64_t>(Int(j, "optimizer_steps"));
   t.backward_passes = static_cast<uint64_t>(Int(j, "backward_passes"));
   t.steps_total = static_cast<uint64_t>(Int(j, "steps_total"));
@@ -145,6 +147,12 @@ std::optional<TorchMemory> ParseTorchMemory(std::string_view mark) {
     for (const Json& x : *s) {
       if (t.steps.size() == kMaxSteps) break;
       if (x.is_number_integer()) t.steps.push_back(std::max<int64_t>(0, x.get<int64_t>()));
+    }
+  if (const auto s = j.find("segments"); s != j.end() && s->is_array())
+    for (const Json& x : *s) {
+      if (t.segments.size() == kMaxSegments) break;
+      if (x.is_array() && x.size() == 2 && x[0].is_number_unsigned() && x[1].is_number_unsigned())
+        t.segments.emplace_back(x[0].get<uint64_t>(), x[1].get<uint64_t>());
     }
   if (const auto m = j.find("moments"); m != j.end() && m->is_array())
     for (const Json& x : *m) {

@@ -95,7 +95,18 @@ void Torch(std::ostream& out, const MemorySummary& m, bool all) {
       const std::string cats = p->Categories();
       out << fmt::format("    at the allocated peak ({} replayed{}): {}\n", Bytes(p->allocated),
                          t.complete ? "" : ", history incomplete", cats.empty() ? "-" : cats);
+      std::string blocks;
+      for (size_t i = 0; i < std::min<size_t>(3, p->largest.size()); ++i)
+        blocks +=
+            fmt::format("{}{} {}", i ? ", " : "", Bytes(p->largest[i].first), p->largest[i].second);
+      if (!blocks.empty()) out << fmt::format("      largest blocks then: {}\n", blocks);
     }
+    if (t.unrecorded_steps > 0)
+      out << fmt::format(
+          "    history recorded in {} window{}: paused once the peaks held, {} optimizer step{} "
+          "unrecorded\n",
+          t.windows, t.windows == 1 ? "" : "s", t.unrecorded_steps,
+          t.unrecorded_steps == 1 ? "" : "s");
     if (t.steps.size() >= 2)
       out << fmt::format(
           "    allocated after each optimizer step: {} after step {}, {} after step "
@@ -254,6 +265,8 @@ void Json(nlohmann::ordered_json& j, const Analysis& a) {
                                 {"replayed_max_reserved", t.replayed_max_reserved},
                                 {"complete", t.complete},
                                 {"entries", t.entries},
+                                {"windows", t.windows},
+                                {"unrecorded_steps", t.unrecorded_steps},
                                 {"optimizer_steps", t.optimizer_steps},
                                 {"backward_passes", t.backward_passes}};
       if (t.rank >= 0) tj["rank"] = t.rank;
@@ -264,11 +277,15 @@ void Json(nlohmann::ordered_json& j, const Analysis& a) {
         nlohmann::ordered_json cats;
         for (size_t i = 0; i < kTorchCategories; ++i)
           cats[std::string(TorchCategoryName(i))] = mo.bytes[i];
+        auto largest = nlohmann::ordered_json::array();
+        for (const auto& [bytes, cat] : mo.largest)
+          largest.push_back({{"bytes", bytes}, {"category", cat}});
         moments.push_back({{"kind", mo.kind},
                            {"t_ns", mo.t_ns},
                            {"allocated", mo.allocated},
                            {"reserved", mo.reserved},
-                           {"categories", std::move(cats)}});
+                           {"categories", std::move(cats)},
+                           {"largest", std::move(largest)}});
       }
       tj["moments"] = std::move(moments);
       torch.push_back(std::move(tj));

@@ -8,272 +8,25 @@
 #     gradients and optimizer state, and the bytes allocated then (the leak and step-end view);
 #   - notes when each backward pass starts: a block made before it and freed after it is an
 #     activation kept for the backward pass;
+#   - pauses the history once PyTorch's peaks have held for STEADY_STEPS optimizer steps (the
+#     history costs every allocation; a steady loop repeats what was recorded), keeping what it
+#     recorded, and resumes it when a peak rises again: each stretch recorded is a window;
 #   - at the program's exit, and at an out-of-memory error (PyTorch's OOM observer, before the
-#     error is raised), reads the history back (torch.cuda.memory._snapshot), replays it, and
-#     writes what it found as one NVTX mark per device, "kprof.pytorch.memory:" + JSON, which
-#     the agent records like any mark and the report joins with CUPTI's allocations.
-# summarize() is a pure function of what was noted: tests/pytorch/test_memory.py checks it.
+#     error is raised), reads the history back (torch.cuda.memory._snapshot), replays each
+#     window, and writes what it found as one NVTX mark per device, "kprof.pytorch.memory:" +
+#     JSON, which the agent records like any mark and the report joins with CUPTI's allocations.
+# The replay (pure functions of what was noted) is kprof_memory_replay.py, next to this file;
+# tests/pytorch/test_memory.py checks both.
 import json
 import os
 import sys
-import time
-from bisect import bisect_left
 
-MARK_PREFIX = "kprof.pytorch.memory:"
-VERSION = 1
-CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "other")
-NEAR_PEAK = 0.9  # segment moments kept: reserved at least this share of its highest
-MAX_MOMENTS = 16
-MAX_STEPS = 1024
-LARGEST = 5
-# The history's entries that change the reserved bytes (segment_map/unmap: expandable segments).
-SEGMENT_GROWS = ("segment_alloc", "segment_map")
-SEGMENT_SHRINKS = ("segment_free", "segment_unmap")
+from kprof_memory_replay import _INF, MARK_PREFIX, Notes, _now_us, merge_windows, summarize_device
+
 MAX_OOM_MARKS = 3
-
-
-def _now_us():
-    return time.time_ns() // 1000
-
-
-MAX_HOOKS = 512  # optimizer steps whose owners are kept (the latest)
-MAX_BACKWARDS = 4096  # backward starts kept (the latest)
-
-
-def _trim(lst, cap):
-    """Keeps the last `cap` entries of `lst` (in place, amortised: once it doubles)."""
-    if len(lst) > 2 * cap:
-        del lst[:len(lst) - cap]
-
-
-class Notes:
-    """What the hooks noted while the program ran (per process), bounded: a run of a million
-    steps keeps the owners of its last MAX_HOOKS steps and its last MAX_BACKWARDS backward
-    starts (a block is categorized by the first step hook after it was made: for a block of
-    the run's start still live, one of the latest does)."""
-
-    def __init__(self):
-        self.hook_times = []  # optimizer post-hook times (µs), ascending
-        self.hook_maps = []  # per hook time: its {(device, addr): category} (shared when equal)
-        self.backward_starts = []  # µs, ascending
-        self.steps = {}  # device -> [bytes allocated after each optimizer step]
-        self.steps_total = {}
-
-    def note_backward(self, t_us):
-        self.backward_starts.append(t_us)
-        _trim(self.backward_starts, MAX_BACKWARDS)
-
-    def note_step(self, t_us, owners, allocated):
-        if self.hook_maps and self.hook_maps[-1] == owners:
-            owners = self.hook_maps[-1]  # one dict for a run of equal steps
-        self.hook_times.append(t_us)
-        self.hook_maps.append(owners)
-        if len(self.hook_times) > 2 * MAX_HOOKS:
-            del self.hook_times[:MAX_HOOKS]
-            del self.hook_maps[:MAX_HOOKS]
-        for dev, b in allocated.items():
-            s = self.steps.setdefault(dev, [])
-            s.append(b)
-            if len(s) > 2 * MAX_STEPS:
-                del s[:MAX_STEPS]
-            self.steps_total[dev] = self.steps_total.get(dev, 0) + 1
-
-
-class _Instance:
-    __slots__ = ("addr", "size", "t0", "t1")
-
-    def __init__(self, addr, size, t0, t1):
-        self.addr, self.size, self.t0, self.t1 = addr, size, t0, t1
-
-
-_INF = float("inf")
-
-
-def _block_size(requested):
-    """The caching allocator's block for a request: at least 512 bytes, in 512-byte steps (the
-    history gives the size asked for; PyTorch's allocated bytes count blocks)."""
-    return max(512, (requested + 511) // 512 * 512)
-
-
-def _end_blocks(segments_end):
-    """The blocks live at the end, {address: size}, and the reserved bytes: a segment's blocks
-    follow each other from its address."""
-    live, reserved = {}, 0
-    for seg in segments_end:
-        reserved += seg.get("total_size", 0)
-        addr = seg.get("address", 0)
-        for b in seg.get("blocks", ()):
-            if b.get("state") == "active_allocated":
-                live[addr] = b.get("size", 0)
-            addr += b.get("size", 0)
-    return live, reserved
-
-
-def _replay(trace, segments_end):
-    """Walks one device's trace: the block instances (address, size, from, to), the instance
-    each alloc and free entry concerns, and the allocated and reserved bytes before the first
-    entry. Entries lost to the ring buffer's wrap are accounted from the state at the end (the
-    snapshot's segments): a block freed in the trace but never allocated in it, or live at the
-    end and untouched by it, was made before the history began. A block live at the end takes
-    its size from there."""
-    live = {}
-    instances = []
-    of_entry = [None] * len(trace)
-    reserved_net = 0
-    for i, e in enumerate(trace):
-        a, addr, t = e.get("action"), e.get("addr", 0), e.get("time_us", 0)
-        if a == "alloc":
-            inst = _Instance(addr, _block_size(e.get("size", 0)), t, _INF)
-            live[addr] = inst
-            instances.append(inst)
-            of_entry[i] = inst
-        elif a == "free_requested":
-            inst = live.pop(addr, None)
-            if inst is None:
-                inst = _Instance(addr, _block_size(e.get("size", 0)), -_INF, t)
-                instances.append(inst)
-            else:
-                inst.t1 = t
-            of_entry[i] = inst
-        elif a in SEGMENT_GROWS:
-            reserved_net += e.get("size", 0)
-        elif a in SEGMENT_SHRINKS:
-            reserved_net -= e.get("size", 0)
-    end_live, end_reserved = _end_blocks(segments_end)
-    for addr, size in end_live.items():
-        inst = live.get(addr)
-        if inst is None:
-            instances.append(_Instance(addr, size, -_INF, _INF))
-        else:
-            inst.size = size
-    alloc_net = sum(x.size for x in instances if x.t0 != -_INF and x.t1 == _INF) - sum(
-        x.size for x in instances if x.t0 == -_INF and x.t1 != _INF)
-    return instances, of_entry, sum(end_live.values()) - alloc_net, end_reserved - reserved_net
-
-
-class _Categorizer:
-    """A block's category. Live across an optimizer step (its post hook): what the step found in
-    it (parameters, gradients, optimizer state), else what the end found in it, else "other"
-    (kept from one step to the next: inputs, caches, a leak). Else what the end found in it when
-    it lived to the end; else an activation when a backward pass started while it was live
-    (made in the forward pass, kept for the backward); else other."""
-
-    def __init__(self, notes, device, end_owners):
-        self.notes, self.device, self.end = notes, device, end_owners
-
-    def category(self, inst):
-        n = self.notes
-        key = (self.device, inst.addr)
-        end = self.end.get(key) if inst.t1 == _INF else None
-        i = bisect_left(n.hook_times, inst.t0)
-        if i < len(n.hook_times) and n.hook_times[i] < inst.t1:
-            # Kept across a step: what the step named it, else what the end named it (frozen
-            # parameters, buffers, a second optimizer's state), else other.
-            return n.hook_maps[i].get(key) or end or "other"
-        if end:
-            return end
-        j = bisect_left(n.backward_starts, inst.t0)
-        if j < len(n.backward_starts) and n.backward_starts[j] < inst.t1:
-            return "activations"
-        return "other"
-
-
-def _moment(kind, t, allocated, reserved, live, cat):
-    by = dict.fromkeys(CATEGORIES, 0)
-    largest = []
-    for inst in live:
-        c = cat.category(inst)
-        by[c] += inst.size
-        largest.append((inst.size, c))
-    largest.sort(key=lambda x: -x[0])
-    return {"kind": kind, "t_us": t, "allocated": allocated, "reserved": reserved,
-            "categories": by, "largest": [list(x) for x in largest[:LARGEST]]}
-
-
-def _sums(trace, of_entry, alloc0, reserved0):
-    """The entries at which the allocated and the reserved bytes were highest (-1: before the
-    first), and every segment entry with the reserved bytes after it."""
-    allocated, reserved = alloc0, reserved0
-    peak_a, peak_a_i, peak_r, peak_r_i = allocated, -1, reserved, -1
-    seg_points = []
-    for i, e in enumerate(trace):
-        a, size = e.get("action"), e.get("size", 0)
-        if a == "alloc":
-            allocated += of_entry[i].size
-            if allocated > peak_a:
-                peak_a, peak_a_i = allocated, i
-        elif a == "free_requested":
-            allocated -= of_entry[i].size
-        elif a in SEGMENT_GROWS:
-            reserved += size
-            seg_points.append((i, reserved))
-            if reserved > peak_r:
-                peak_r, peak_r_i = reserved, i
-        elif a in SEGMENT_SHRINKS:
-            reserved -= size
-            seg_points.append((i, reserved))
-    return peak_a, peak_a_i, peak_r, peak_r_i, seg_points
-
-
-def summarize_device(device, trace, segments_end, notes, end_owners, stats, max_entries,
-                     when="exit", requested=0, now_us=None):
-    """One device's payload: the peaks PyTorch counted, the replayed history's moments (the
-    allocated peak, the reserved peak, the segment changes near it, the end or the failure),
-    each with the live blocks by category, and the bytes allocated after each optimizer step."""
-    instances, of_entry, alloc0, reserved0 = _replay(trace, segments_end)
-    cat = _Categorizer(notes, device, end_owners)
-    peak_a, peak_a_i, peak_r, peak_r_i, seg_points = _sums(trace, of_entry, alloc0, reserved0)
-    keep = {}
-    near = [p for p in seg_points if p[1] >= NEAR_PEAK * peak_r]
-    for i, _r in sorted(near, key=lambda p: (-p[1], -p[0]))[:MAX_MOMENTS]:
-        keep[i] = "segment"
-    keep[peak_r_i] = "reserved_peak"
-    keep[peak_a_i] = ("allocated_peak,reserved_peak" if peak_a_i == peak_r_i else
-                      "allocated_peak")
-    moments = []
-    live = {id(x): x for x in instances if x.t0 == -_INF}
-    if -1 in keep:
-        moments.append(_moment(keep[-1], trace[0].get("time_us", 0) if trace else 0, alloc0,
-                               reserved0, live.values(), cat))
-    allocated, reserved = alloc0, reserved0
-    for i, e in enumerate(trace):
-        a, size, inst = e.get("action"), e.get("size", 0), of_entry[i]
-        if a == "alloc":
-            live[id(inst)] = inst
-            allocated += inst.size
-        elif a == "free_requested":
-            live.pop(id(inst), None)
-            allocated -= inst.size
-        elif a in SEGMENT_GROWS:
-            reserved += size
-        elif a in SEGMENT_SHRINKS:
-            reserved -= size
-        if i in keep:
-            moments.append(_moment(keep[i], e.get("time_us", 0), allocated, reserved,
-                                   live.values(), cat))
-    now = _now_us() if now_us is None else now_us
-    moments.append(_moment(when, now, allocated, reserved, live.values(), cat))
-    out = {
-        "v": VERSION, "device": device, "when": when, "now_us": now,
-        "alloc_conf": (os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or
-                       os.environ.get("PYTORCH_ALLOC_CONF") or "")[:256],
-        "max_allocated": stats.get("allocated_bytes.all.peak", 0),
-        "max_reserved": stats.get("reserved_bytes.all.peak", 0),
-        "allocated": stats.get("allocated_bytes.all.current", 0),
-        "reserved": stats.get("reserved_bytes.all.current", 0),
-        "inactive_split": stats.get("inactive_split_bytes.all.current", 0),
-        "entries": len(trace), "max_entries": max_entries,
-        "complete": len(trace) < max_entries and alloc0 == 0 and reserved0 == 0,
-        "replayed_max_allocated": peak_a, "replayed_max_reserved": peak_r,
-        "moments": moments,
-        "steps": notes.steps.get(device, [])[-MAX_STEPS:],
-        "steps_total": notes.steps_total.get(device, 0),
-        "optimizer_steps": len(notes.hook_times), "backward_passes": len(notes.backward_starts),
-    }
-    if requested:
-        out["requested"] = requested
-    return out
-
+STEADY_STEPS = 3  # optimizer steps with PyTorch's peaks unchanged: the history pauses
+RESUME_RISE = 0.01  # a peak this share above where it paused: the history resumes
+MAX_WINDOWS = 4  # windows kept as recorded until the end; older ones are replayed at once
 
 # ----- the hooks ---------------------------------------------------------------------------
 
@@ -322,6 +75,16 @@ class Layer:
         self.done = False
         self.pid = os.getpid()  # a forked child's exit writes nothing
         self.user_history = False  # the program records the history itself: kprof steps aside
+        # Windows of the history (the module's comment): recording now or paused; the windows
+        # paused, as read back (raw) or, beyond MAX_WINDOWS, replayed and merged per device.
+        self.recording = False
+        self.t_start = -_INF  # when the window being recorded began
+        self.devices = set()  # devices the optimizer steps' tensors are on
+        self.last_peaks, self.steady, self.paused_peaks = None, 0, {}
+        self.stash = []  # [(snapshot, t_start, end owners)] of paused windows
+        self.past = {}  # device -> merged payload of windows replayed early
+        self.windows = 0  # windows recorded (paused, and the one recording)
+        self.unrecorded_steps = 0
 
     # -- set-up
     def install(self):
@@ -360,8 +123,7 @@ class Layer:
         if self.user_history:
             return
         try:
-            self.real_record(enabled="all", context=None, stacks="python",
-                             max_entries=self.max_entries)
+            self._record()
             self.on = True
         except Exception as e:
             _warn("the caching allocator's history", e)
@@ -370,6 +132,69 @@ class Layer:
             self.torch._C._cuda_attach_out_of_memory_observer(self._on_oom)
         except Exception as e:
             _warn("out-of-memory observer", e)
+
+    def _record(self, clear=False):
+        """The history on (a new window): no stacks. The replay reads a free where it was
+        requested: the completions are half of what a free costs the history, and nothing here
+        reads them. clear: a resumed window starts empty (turning it off emptied it already in
+        the PyTorch read for this; the argument makes sure)."""
+        kw = dict(enabled="all", context=None, stacks="python", max_entries=self.max_entries)
+        extra = dict(skip_actions=["free_completed"])
+        if clear:
+            extra["clear_history"] = True
+        try:
+            self.real_record(**kw, **extra)
+        except TypeError:  # a PyTorch without skip_actions (or clear_history)
+            self.real_record(**kw)
+        self.recording = True
+        self.windows += 1
+        self.t_start = -_INF if self.windows == 1 else _now_us()
+        self.last_peaks, self.steady = None, 0
+
+    def _peaks(self):
+        """{device: (PyTorch's allocated peak, its reserved peak)} for the steps' devices."""
+        mem = self.torch.cuda.memory
+        out = {}
+        for d in self.devices:
+            st = mem.memory_stats_as_nested_dict(d)
+            out[d] = (st["allocated_bytes"]["all"]["peak"], st["reserved_bytes"]["all"]["peak"])
+        return out
+
+    def _pace(self):
+        """After a step: pauses the history once the peaks held for STEADY_STEPS steps, and
+        resumes it when one rose more than RESUME_RISE above where it paused."""
+        peaks = self._peaks()
+        if not peaks:  # no step's tensor on a GPU yet
+            return
+        if self.recording:
+            if peaks == self.last_peaks:
+                self.steady += 1
+            else:
+                self.last_peaks, self.steady = peaks, 0
+            if self.steady >= STEADY_STEPS:
+                self._pause(peaks)
+            return
+        for d, (a, r) in peaks.items():
+            pa, pr = self.paused_peaks.get(d, (0, 0))
+            if a > pa * (1 + RESUME_RISE) or r > pr * (1 + RESUME_RISE):
+                self._record(clear=True)
+                return
+
+    def _pause(self, peaks):
+        """Keeps the window's history as read back (replayed at the end: nothing costs the
+        loop but the read) and turns the history off, which empties it."""
+        snap = self.torch.cuda.memory._snapshot()
+        owners = self.notes.hook_maps[-1] if self.notes.hook_maps else {}
+        self.stash.append((snap, self.t_start, owners))
+        if len(self.stash) > MAX_WINDOWS:
+            self._merge(*self.stash.pop(0), when="pause")
+        self.real_record(enabled=None)
+        self.recording, self.paused_peaks = False, peaks
+
+    def _merge(self, snap, t_start, end_owners, when):
+        for p in self._replay_snapshot(snap, t_start, end_owners, when):
+            self.past[p["device"]] = merge_windows(self.past.get(p["device"]), p, self.windows,
+                                                   self.unrecorded_steps)
 
     def _wrap_backward(self):
         import threading
@@ -402,11 +227,16 @@ class Layer:
         if not self.on or _compiling(self.torch):
             return
         try:
-            params = [p for g in optimizer.param_groups for p in g["params"]]
-            owners = _owners_of(params, [optimizer])
-            devices = {k[0] for k in owners}
-            allocated = {d: self.torch.cuda.memory_allocated(d) for d in devices}
+            owners = None
+            if self.recording:  # paused: nothing made now is categorized
+                params = [p for g in optimizer.param_groups for p in g["params"]]
+                owners = _owners_of(params, [optimizer])
+                self.devices.update(k[0] for k in owners)
+            else:
+                self.unrecorded_steps += 1
+            allocated = {d: self.torch.cuda.memory_allocated(d) for d in self.devices}
             self.notes.note_step(_now_us(), owners, allocated)
+            self._pace()
         except Exception as e:
             self._stop()
             _warn("optimizer step hook", e)
@@ -444,24 +274,38 @@ class Layer:
                     continue
         return _owners_of(params, optimizers)
 
-    def _summarize(self, when, requested=0, only_device=None):
-        torch = self.torch
-        snap = torch.cuda.memory._snapshot()
-        traces = snap.get("device_traces", [])
-        end_owners = self._end_owners()
+    def _replay_snapshot(self, snap, t_start, end_owners, when, requested=0, only_device=None):
+        traces = snap.get("device_traces", []) if snap is not None else []
         by_device = {}
-        for seg in snap.get("segments", []):
+        for seg in (snap or {}).get("segments", []):
             by_device.setdefault(seg.get("device", 0), []).append(seg)
         out = []
-        for dev, trace in enumerate(traces):
+        for dev in sorted(set(range(len(traces))) | set(by_device)):
+            trace = traces[dev] if dev < len(traces) else []
             if only_device is not None and dev != only_device:
                 continue
             if not trace and dev not in by_device:
                 continue
-            stats = torch.cuda.memory_stats(dev)
+            stats = self.torch.cuda.memory_stats(dev)
             out.append(summarize_device(dev, trace, by_device.get(dev, []), self.notes,
-                                        end_owners, stats, self.max_entries, when, requested))
+                                        end_owners, stats, self.max_entries, when, requested,
+                                        t_start=t_start))
         return out
+
+    def _summarize(self, when, requested=0, only_device=None):
+        """Every window replayed and merged, per device: the paused ones, then the state now
+        (the window being recorded, or, paused, the blocks live now)."""
+        snap = self.torch.cuda.memory._snapshot()
+        if not self.recording:  # no entries since the pause (a PyTorch that kept some: ignored)
+            snap = dict(snap, device_traces=[])
+        for st in self.stash:
+            self._merge(*st, when="pause")
+        self.stash = []
+        t_start = self.t_start if self.recording else _now_us()
+        # self.past stays as it is: an OOM's payload leaves the windows for the exit's.
+        return [merge_windows(self.past.get(p["device"]), p, self.windows, self.unrecorded_steps)
+                for p in self._replay_snapshot(snap, t_start, self._end_owners(), when,
+                                               requested, only_device)]
 
     def _write(self, when, requested=0, only_device=None):
         for payload in self._summarize(when, requested, only_device):

@@ -12,6 +12,7 @@ import unittest
 
 LAYER = None
 M = None  # kprof_memory, imported from the layer folder the build made
+R = None  # kprof_memory_replay, beside it
 
 KiB = 1024
 SEG = 2 * 1024 * KiB
@@ -59,7 +60,7 @@ STATS = {"allocated_bytes.all.peak": 24 * KiB, "reserved_bytes.all.peak": SEG,
 
 
 def notes():
-    n = M.Notes()
+    n = R.Notes()
     n.note_backward(30)
     n.note_step(50, {(0, P): "parameters", (0, G): "gradients", (0, S): "optimizer_state"},
                 {0: 24 * KiB})
@@ -75,7 +76,7 @@ def moment(payload, kind):
 class Replay(unittest.TestCase):
     def summarize(self, trace=TRACE, n=None, end_owners=None, max_entries=1000,
                   segments=END_SEGMENTS):
-        return M.summarize_device(0, trace, segments, n or notes(), end_owners or {}, STATS,
+        return R.summarize_device(0, trace, segments, n or notes(), end_owners or {}, STATS,
                                   max_entries, "exit", 0, now_us=100)
 
     def test_the_peak_is_held_by_the_blocks_live_then_by_category(self):
@@ -95,7 +96,7 @@ class Replay(unittest.TestCase):
         # Up to G's allocation (35), with no optimizer step and nothing found at the end: A
         # (made at 20, live when the backward pass started at 30) is an activation, and so is P,
         # which nothing named a parameter; G, made after 30, is other.
-        n = M.Notes()
+        n = R.Notes()
         n.note_backward(30)
         end = moment(self.summarize(trace=TRACE[:4], n=n, segments=EARLY_SEGMENTS), "exit")
         self.assertEqual(end["categories"], {"parameters": 0, "gradients": 0,
@@ -103,10 +104,16 @@ class Replay(unittest.TestCase):
                                              "other": 4 * KiB})
 
     def test_blocks_alive_at_the_end_take_the_category_the_end_found(self):
-        p = self.summarize(trace=TRACE[:4], n=M.Notes(), end_owners={(0, P): "parameters"},
+        p = self.summarize(trace=TRACE[:4], n=R.Notes(), end_owners={(0, P): "parameters"},
                            segments=EARLY_SEGMENTS)
         self.assertEqual(moment(p, "exit")["categories"]["parameters"], 4 * KiB)
         self.assertEqual(moment(p, "exit")["categories"]["other"], 12 * KiB)  # no backward
+
+    def test_the_segments_made_and_live_at_the_end_are_listed_but_mapped_ones(self):
+        expandable = [dict(END_SEGMENTS[0], address=0x900000, is_expandable=True)]
+        p = self.summarize(trace=TRACE + [segment(0x400000, SEG, 70)],
+                           segments=END_SEGMENTS + expandable)
+        self.assertEqual(p["segments"], [[0x1000, SEG], [0x400000, SEG]])
 
     def test_the_reserved_peak_and_the_end(self):
         p = self.summarize()
@@ -149,7 +156,7 @@ class Replay(unittest.TestCase):
         # at the end takes its size from there (here the allocator did not split off the 1 MiB
         # left over from a 1 MiB + 1 request).
         trace = [segment(0x1000, SEG, 1), alloc(0x1000, 4, 2), alloc(0x1200, KiB * KiB + 1, 3)]
-        p = self.summarize(trace=trace, n=M.Notes(),
+        p = self.summarize(trace=trace, n=R.Notes(),
                            segments=blocks((512, ACTIVE), (SEG - 512, ACTIVE)))
         self.assertTrue(p["complete"])
         self.assertEqual(p["replayed_max_allocated"], SEG)
@@ -198,11 +205,18 @@ class FakeOptimizer:
         self.state = state
 
 
+def nested(stats):
+    """torch.cuda.memory.memory_stats_as_nested_dict's shape of the peaks in `stats`."""
+    return {"allocated_bytes": {"all": {"peak": stats["allocated_bytes.all.peak"]}},
+            "reserved_bytes": {"all": {"peak": stats["reserved_bytes.all.peak"]}}}
+
+
 def fake_torch(recorded, snapshot):
     def record(*args, **kwargs):
         recorded.append((args, kwargs))
 
-    memory = types.SimpleNamespace(_record_memory_history=record, _snapshot=lambda: snapshot)
+    memory = types.SimpleNamespace(_record_memory_history=record, _snapshot=lambda: snapshot,
+                                   memory_stats_as_nested_dict=lambda d: nested(STATS))
     return types.SimpleNamespace(
         cuda=types.SimpleNamespace(_lazy_call=lambda fn: fn(), memory=memory,
                                    memory_allocated=lambda d: 24 * KiB,
@@ -226,6 +240,7 @@ class LayerHooks(unittest.TestCase):
         layer = self.layer(recorded, marks)
         self.assertTrue(layer.on)
         self.assertEqual(recorded[0][1]["context"], None)  # no stacks: kprof's own history
+        self.assertEqual(recorded[0][1]["skip_actions"], ["free_completed"])
         self.assertEqual(recorded[1], layer._on_oom)  # the out-of-memory observer
         p, g, st = FakeTensor(P), FakeTensor(G), FakeTensor(S)
         p.grad = g
@@ -243,6 +258,23 @@ class LayerHooks(unittest.TestCase):
                          (0, "exit", 1))
         self.assertIn("alloc_conf", payload)
         del keep
+
+    def test_a_pytorch_without_skip_actions_records_every_action(self):
+        recorded = []
+        torch = fake_torch(recorded, {})
+
+        def record(*args, **kwargs):  # an older signature: no skip_actions
+            if "skip_actions" in kwargs:
+                raise TypeError("unexpected keyword argument 'skip_actions'")
+            recorded.append((args, kwargs))
+
+        torch.cuda.memory._record_memory_history = record
+        layer = M.Layer(torch, [].append, 1000)
+        layer._wrap_user_history()
+        layer._start()
+        self.assertTrue(layer.on)
+        self.assertNotIn("skip_actions", recorded[0][1])
+        self.assertEqual(recorded[0][1]["max_entries"], 1000)
 
     def test_the_programs_own_history_wins_and_the_layer_writes_nothing(self):
         recorded, marks = [], []
@@ -286,23 +318,147 @@ class LayerHooks(unittest.TestCase):
         self.assertEqual(marks, [])
 
     def test_what_the_hooks_keep_is_bounded(self):
-        n = M.Notes()
-        for k in range(3 * M.MAX_HOOKS):
+        n = R.Notes()
+        for k in range(3 * R.MAX_HOOKS):
             n.note_step(k, {(0, k): "gradients"}, {0: k})
             n.note_backward(k)
-        self.assertLessEqual(len(n.hook_times), 2 * M.MAX_HOOKS)
+        self.assertLessEqual(len(n.hook_times), 2 * R.MAX_HOOKS)
         self.assertEqual(len(n.hook_times), len(n.hook_maps))
-        self.assertEqual(n.hook_times[-1], 3 * M.MAX_HOOKS - 1)
-        self.assertLessEqual(len(n.steps[0]), 2 * M.MAX_STEPS)
-        self.assertEqual(n.steps_total[0], 3 * M.MAX_HOOKS)
-        for k in range(3 * M.MAX_BACKWARDS):
+        self.assertEqual(n.hook_times[-1], 3 * R.MAX_HOOKS - 1)
+        self.assertLessEqual(len(n.steps[0]), 2 * R.MAX_STEPS)
+        self.assertEqual(n.steps_total[0], 3 * R.MAX_HOOKS)
+        for k in range(3 * R.MAX_BACKWARDS):
             n.note_backward(k)
-        self.assertLessEqual(len(n.backward_starts), 2 * M.MAX_BACKWARDS)
+        self.assertLessEqual(len(n.backward_starts), 2 * R.MAX_BACKWARDS)
+
+
+class Allocator:
+    """A caching allocator's history as PyTorch keeps it for the layer: on or off (off empties
+    it), entries appended while on, PyTorch's peaks set by the test."""
+
+    def __init__(self):
+        self.on, self.trace, self.calls = False, [], []
+        self.stats = dict(STATS)
+        self.segments = END_SEGMENTS
+
+    def record(self, *args, **kwargs):
+        self.calls.append(kwargs)
+        self.on = kwargs.get("enabled") is not None
+        if not self.on or kwargs.get("clear_history"):
+            self.trace = []
+
+    def add(self, *entries):
+        if self.on:
+            self.trace.extend(entries)
+
+    def torch(self):
+        t = fake_torch([], None)
+        t.cuda.memory = types.SimpleNamespace(
+            _record_memory_history=self.record,
+            _snapshot=lambda: {"segments": self.segments,
+                               "device_traces": [list(self.trace)]},
+            memory_stats_as_nested_dict=lambda d: nested(self.stats))
+        t.cuda.memory_stats = lambda d: dict(self.stats)
+        return t
+
+
+class Windows(unittest.TestCase):
+    """The history pauses once PyTorch's peaks held for STEADY_STEPS optimizer steps, resumes
+    when one rises, and the exit's payload is every window's."""
+
+    def setUp(self):
+        self.a = Allocator()
+        self.marks = []
+        self.layer = M.Layer(self.a.torch(), self.marks.append, 1000)
+        self.layer._wrap_user_history()
+        self.layer._start()
+        self.p = FakeTensor(P)
+        self.opt = FakeOptimizer([self.p], {})
+
+    def step(self, n=1):
+        for _ in range(n):
+            self.layer._after_step(self.opt, (), {})
+
+    def test_a_steady_loop_pauses_the_history_and_a_new_peak_resumes_it(self):
+        a, layer = self.a, self.layer
+        self.assertEqual(a.calls[0]["skip_actions"], ["free_completed"])
+        a.add(*TRACE)
+        self.step()  # the first step sets the peaks; STEADY_STEPS more unchanged pause it
+        self.step(M.STEADY_STEPS - 1)
+        self.assertTrue(layer.recording)
+        self.step()
+        self.assertFalse(layer.recording)
+        self.assertEqual(a.calls[-1], {"enabled": None})
+        self.assertEqual((len(layer.stash), layer.windows), (1, 1))
+        walked = len(layer.notes.hook_times)
+        self.step(5)  # paused: no walk, the steps still counted
+        self.assertEqual(len(layer.notes.hook_times), walked)
+        self.assertEqual(layer.unrecorded_steps, 5)
+        self.assertEqual(layer.notes.optimizer_steps, M.STEADY_STEPS + 6)
+        # A rise within RESUME_RISE stays paused; beyond it resumes, with an empty history.
+        a.stats["allocated_bytes.all.peak"] = 24 * KiB + 100
+        self.step()
+        self.assertFalse(layer.recording)
+        a.stats["allocated_bytes.all.peak"] = 36 * KiB
+        self.step()
+        self.assertTrue(layer.recording)
+        self.assertTrue(a.calls[-1]["clear_history"])
+        self.assertEqual(layer.windows, 2)
+        # The second window: a 16 KiB temporary beside P and S (live from before it) makes the
+        # run's allocated peak, 36 KiB.
+        a.add(alloc(0x20000, 16 * KiB, 1000), *free(0x20000, 16 * KiB, 1001))
+        layer._at_exit()
+        self.assertEqual(len(self.marks), 1)
+        pay = json.loads(self.marks[0][len(M.MARK_PREFIX):])
+        self.assertEqual((pay["windows"], pay["unrecorded_steps"]), (2, 7))
+        self.assertEqual(pay["entries"], len(TRACE) + 3)
+        self.assertEqual(pay["replayed_max_allocated"], 36 * KiB)
+        self.assertTrue(pay["complete"])  # the first window from the start; both peaks seen
+        self.assertEqual(moment(pay, "allocated_peak")["t_us"], 1000)
+        peak = moment(pay, "allocated_peak")
+        self.assertEqual(peak["allocated"], 36 * KiB)
+        # P and S made before the window, categorized by the first step after it began: a
+        # step walked after the resume (none here) or what the end found.
+        self.assertEqual(sum(peak["categories"].values()), 36 * KiB)
+        self.assertEqual(moment(pay, "window_allocated_peak")["t_us"], 45)  # the first's
+        self.assertEqual(moment(pay, "reserved_peak")["t_us"], 5)  # the first window's
+        self.assertNotIn("pause", [m["kind"] for m in pay["moments"]])
+        self.assertEqual(pay["segments"], [[0x1000, SEG]])  # made in the first, live at the end
+
+    def test_an_exit_while_paused_writes_the_recorded_windows_and_the_state_at_exit(self):
+        a, layer = self.a, self.layer
+        a.add(*TRACE)
+        self.step(M.STEADY_STEPS + 1)
+        self.assertFalse(layer.recording)
+        a.trace = [alloc(0x30000, 4 * KiB, 500)]  # a PyTorch that kept entries: ignored
+        layer._at_exit()
+        pay = json.loads(self.marks[0][len(M.MARK_PREFIX):])
+        self.assertEqual((pay["windows"], pay["entries"]), (1, len(TRACE)))
+        self.assertEqual(moment(pay, "allocated_peak")["t_us"], 45)
+        end = moment(pay, "exit")
+        self.assertEqual((end["allocated"], end["reserved"]), (20 * KiB, SEG))
+        self.assertTrue(pay["complete"])
+
+    def test_a_peak_not_recorded_leaves_the_payload_incomplete(self):
+        a, layer = self.a, self.layer
+        a.add(*TRACE)
+        self.step(M.STEADY_STEPS + 1)
+        a.stats["allocated_bytes.all.peak"] = 24 * KiB + 100  # a rise below RESUME_RISE
+        layer._at_exit()
+        pay = json.loads(self.marks[0][len(M.MARK_PREFIX):])
+        self.assertFalse(pay["complete"])
+        self.assertEqual(pay["replayed_max_allocated"], 24 * KiB)
+
+    def test_an_optimizer_without_gpu_tensors_never_pauses(self):
+        self.opt = FakeOptimizer([], {})
+        self.step(M.STEADY_STEPS + 3)
+        self.assertTrue(self.layer.recording)
 
 
 if __name__ == "__main__":
     LAYER = sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join("build", "python")
     sys.path.insert(0, LAYER)
     import kprof_memory as M  # noqa: E402
+    import kprof_memory_replay as R  # noqa: E402
 
     unittest.main()

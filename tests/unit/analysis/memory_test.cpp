@@ -362,6 +362,36 @@ TEST(MemoryTorch, AThousandMarksOfOnePayloadAreReadOnce) {
   EXPECT_EQ(m.torch.size(), 1u);
 }
 
+TEST(MemoryTorch, TheAllocatorsSegmentsAreItsWhateverLibraryCuptiNamed) {
+  // A DDP rank: CUPTI names libcudart for the allocator's cudaMalloc calls. The layer's segment
+  // list (address, bytes) names them: the 2 x 100 MiB and the 50 MiB at 0x5000000 (listed with
+  // its size); 0x4000000 is listed with another size, so it stays libcudart's.
+  const std::string cudart = "/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcudart.so.13";
+  test::TraceBuilder b;
+  Mem(b, true, 1100, 100 * kMiB, 0x1000000, cudart);
+  Mem(b, true, 1200, 100 * kMiB, 0x2000000, cudart);
+  Mem(b, true, 3200, 50 * kMiB, 0x4000000, cudart);
+  Mem(b, true, 3400, 50 * kMiB, 0x5000000, cudart);
+  Mem(b, true, 5000, 30 * kMiB, 0x6000000, kNccl);
+  std::string payload = kPayload;
+  payload.insert(
+      payload.rfind('}'),
+      fmt::format(R"(,"segments":[[{},{}],[{},{}],[{},{}],[{},{}],"bad",[1]])", 0x1000000,
+                  100 * kMiB, 0x2000000, 100 * kMiB, 0x4000000, 51 * kMiB, 0x5000000, 50 * kMiB));
+  b.Add(RecordKind::MarkerInstant, payload, 9000, 9000);
+  const MemorySummary m = Summarize(b);
+  ASSERT_EQ(m.torch.size(), 1u);
+  EXPECT_EQ(m.torch[0].segments.size(), 4u);  // the malformed entries dropped
+  ASSERT_EQ(m.peaks.size(), 1u);
+  const MemoryState& s = m.peaks[0];
+  const MemoryOwner* torch = Owner(s.by_library, "PyTorch caching allocator (libc10_cuda.so)");
+  ASSERT_NE(torch, nullptr);
+  EXPECT_EQ(torch->live_bytes, static_cast<int64_t>(250 * kMiB));
+  const MemoryOwner* rt = Owner(s.by_library, "CUDA runtime (libcudart.so.13)");
+  ASSERT_NE(rt, nullptr);
+  EXPECT_EQ(rt->live_bytes, static_cast<int64_t>(50 * kMiB));
+}
+
 TEST(MemoryTorch, WithoutTheLayerOwnersStayByLibrary) {
   const MemorySummary m = Summarize(Planted());
   EXPECT_TRUE(m.torch.empty());
