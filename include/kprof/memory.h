@@ -68,6 +68,10 @@ struct TorchMemory {
   /// The highest allocated and reserved bytes of the replayed history (equal to PyTorch's own
   /// when the history is complete and nothing reset the peaks).
   int64_t replayed_max_allocated = 0, replayed_max_reserved = 0;
+  /// What the allocator would have reserved at its peak with expandable segments, its history
+  /// replayed that way (docs/memory.md "Expandable segments, replayed"); 0 = not replayed (a
+  /// history not from CUDA's start, or expandable segments already on).
+  int64_t expandable_max_reserved = 0;
   /// The history held every entry since CUDA started (its first window) and saw both of
   /// PyTorch's peaks.
   bool complete = false;
@@ -138,8 +142,26 @@ struct FailedAllocation {
 };
 inline constexpr size_t kDescribedFailures = 3;
 
+/// Device memory held over time by owner, for one process and device (the HTML report's stacked
+/// memory chart): the owners as by_library names them, those holding most at the peak first (at
+/// most kSeriesOwners), then "other owners" (every other owner, summed).
+struct MemorySeries {
+  uint32_t pid = 0;
+  int rank = -1;
+  uint16_t device = 0;
+  std::vector<std::string> owners;  ///< the columns; the last is "other owners"
+  std::vector<uint64_t> t_ns;       ///< the points' times, ascending
+  /// Per point, the bytes held by each owner (owners.size() values a point): thinned to at most
+  /// kSeriesPoints points, each the moment of a time bin when the most was held.
+  std::vector<int64_t> bytes;
+  uint64_t peak_t_ns = 0;  ///< the peak of MemorySummary::peaks for this process and device
+  int64_t peak_bytes = 0;
+};
+inline constexpr size_t kSeriesOwners = 8, kSeriesPoints = 1000;
+
 struct MemorySummary {
   std::vector<MemoryState> peaks;          ///< per process and device, the highest first
+  std::vector<MemorySeries> series;        ///< per process and device, in the order of peaks
   std::vector<FailedAllocation> failures;  ///< in time order
   std::vector<TorchMemory> torch;          ///< the PyTorch layer's findings, in time order
   uint64_t sourced_allocations = 0;        ///< allocations whose library CUPTI named

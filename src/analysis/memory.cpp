@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <map>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -71,8 +72,9 @@ struct Event {
   int range = -1;        // an allocation's op range, found once
 };
 
-// The caching allocator's segments on one device (address -> bytes), from the PyTorch layer.
-using TorchSegments = std::unordered_map<uint64_t, uint64_t>;
+// The caching allocator's segments on one device (address, bytes), from the PyTorch layer: an
+// address the driver handed out again with another size is another segment.
+using TorchSegments = std::set<std::pair<uint64_t, uint64_t>>;
 
 uint64_t Address(const Record& r) {
   return static_cast<uint64_t>(r.a) | static_cast<uint64_t>(r.b) << 32;
@@ -87,8 +89,7 @@ class Replay {
     for (Event& e : events_) {
       if (e.delta < 0) continue;
       // A segment the allocator's history lists is the allocator's, whoever CUPTI named.
-      const auto seg = torch.find(Address(*e.r));
-      e.library = seg != torch.end() && seg->second == static_cast<uint64_t>(e.delta)
+      e.library = torch.contains({Address(*e.r), static_cast<uint64_t>(e.delta)})
                       ? Intern(std::string(kTorchSegmentOwner))
                       : OwnerOf(*e.r);
       e.range = RangeOf(e.r->correlation);
@@ -120,6 +121,63 @@ class Replay {
       }
     }
     return {at, best};
+  }
+
+  // The bytes held per owner over the whole replay into `out` (its owners: the names of
+  // `s.by_library`'s first kSeriesOwners, then every other owner summed), thinned to kSeriesPoints
+  // points: per time bin, the point at which the most was held (the peak is never thinned away).
+  void Series(const MemoryState& s, MemorySeries& out) const {
+    if (events_.empty()) return;
+    std::vector<size_t> column(owners_.size(), SIZE_MAX);
+    for (const MemoryOwner& o : s.by_library) {
+      if (out.owners.size() == kSeriesOwners) break;
+      const auto it = owner_ids_.find(o.name);
+      if (it == owner_ids_.end()) continue;
+      column[it->second] = out.owners.size();
+      out.owners.push_back(o.name);
+    }
+    const size_t cols = out.owners.size() + 1;
+    for (size_t& c : column) c = std::min(c, cols - 1);
+    out.owners.emplace_back("other owners");
+    const uint64_t t0 = events_.front().r->start_ns;
+    const uint64_t width = (events_.back().r->start_ns - t0) / kSeriesPoints + 1;
+    std::unordered_map<uint64_t, std::pair<int64_t, size_t>> live;  // address -> bytes, column
+    std::vector<int64_t> held(cols, 0), best;
+    int64_t total = 0, best_total = -1;
+    uint64_t bin = 0, best_t = 0;
+    const auto flush = [&] {
+      if (best_total < 0) return;
+      out.t_ns.push_back(best_t);
+      out.bytes.insert(out.bytes.end(), best.begin(), best.end());
+      best_total = -1;
+    };
+    for (const Event& e : events_) {
+      const Record& r = *e.r;
+      const uint64_t b = (r.start_ns - t0) / width;
+      if (b != bin) flush();
+      bin = b;
+      const uint64_t addr = Address(r);
+      if (e.delta >= 0) {
+        auto [it, fresh] = live.try_emplace(addr, e.delta, column[e.library]);
+        if (!fresh) {  // a second allocation at a live address, as Apply counts it
+          detail::SatAdd(held[it->second.second], -it->second.first);
+          detail::SatAdd(total, -it->second.first);
+          it->second = {e.delta, column[e.library]};
+        }
+        detail::SatAdd(held[column[e.library]], e.delta);
+        detail::SatAdd(total, e.delta);
+      } else if (auto it = live.find(addr); it != live.end()) {
+        detail::SatAdd(held[it->second.second], -it->second.first);
+        detail::SatAdd(total, -it->second.first);
+        live.erase(it);
+      }
+      if (total > best_total) {
+        best_total = total;
+        best = held;
+        best_t = r.start_ns;
+      }
+    }
+    flush();
   }
 
   // The number of events strictly before time `t`.
@@ -328,7 +386,7 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
                                    out.torch.end());
     std::map<uint16_t, TorchSegments> segments;
     for (const TorchMemory& tm : torch)
-      for (const auto& [addr, bytes] : tm.segments) segments[tm.device].emplace(addr, bytes);
+      segments[tm.device].insert(tm.segments.begin(), tm.segments.end());
     std::map<uint16_t, Replay> replays;
     for (auto& [device, events] : by_device) {
       Replay& rp =
@@ -347,8 +405,11 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
       const int range = rp.RangeOf(rp.At(at - 1).r->correlation);
       if (range >= 0) s.range = rp.RangeName(range);
       rp.Describe(s, top);
+      MemorySeries series{s.pid, s.rank, s.device, {}, {}, {}, s.t_ns, s.live_bytes};
+      rp.Series(s, series);
       Finish(s, torch, top);
       out.peaks.push_back(std::move(s));
+      out.series.push_back(std::move(series));
     }
     std::sort(failed.begin(), failed.end(),
               [](const Record* a, const Record* b) { return a->start_ns < b->start_ns; });
@@ -388,6 +449,9 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
   std::stable_sort(
       out.peaks.begin(), out.peaks.end(),
       [](const MemoryState& a, const MemoryState& b) { return a.live_bytes > b.live_bytes; });
+  std::stable_sort(
+      out.series.begin(), out.series.end(),
+      [](const MemorySeries& a, const MemorySeries& b) { return a.peak_bytes > b.peak_bytes; });
   std::stable_sort(out.failures.begin(), out.failures.end(),
                    [](const FailedAllocation& a, const FailedAllocation& b) {
                      return a.state.t_ns < b.state.t_ns;

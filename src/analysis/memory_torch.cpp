@@ -135,6 +135,7 @@ std::optional<TorchMemory> ParseTorchMemory(std::string_view mark) {
   t.requested = Int(j, "requested");
   t.replayed_max_allocated = Int(j, "replayed_max_allocated");
   t.replayed_max_reserved = Int(j, "replayed_max_reserved");
+  t.expandable_max_reserved = Int(j, "expandable_max_reserved");
   const auto complete = j.find("complete");
   t.complete = complete != j.end() && complete->is_boolean() && complete->get<bool>();
   t.entries = static_cast<uint64_t>(Int(j, "entries"));

@@ -263,6 +263,7 @@ void Json(nlohmann::ordered_json& j, const Analysis& a) {
                                 {"inactive_split", t.inactive_split},
                                 {"replayed_max_allocated", t.replayed_max_allocated},
                                 {"replayed_max_reserved", t.replayed_max_reserved},
+                                {"expandable_max_reserved", t.expandable_max_reserved},
                                 {"complete", t.complete},
                                 {"entries", t.entries},
                                 {"windows", t.windows},

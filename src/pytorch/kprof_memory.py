@@ -134,17 +134,12 @@ class Layer:
             _warn("out-of-memory observer", e)
 
     def _record(self, clear=False):
-        """The history on (a new window): no stacks. The replay reads a free where it was
-        requested: the completions are half of what a free costs the history, and nothing here
-        reads them. clear: a resumed window starts empty (turning it off emptied it already in
-        the PyTorch read for this; the argument makes sure)."""
+        """The history on (a new window): no stacks. clear: a resumed window starts empty
+        (turning the history off emptied it already; the argument makes sure)."""
         kw = dict(enabled="all", context=None, stacks="python", max_entries=self.max_entries)
-        extra = dict(skip_actions=["free_completed"])
-        if clear:
-            extra["clear_history"] = True
         try:
-            self.real_record(**kw, **extra)
-        except TypeError:  # a PyTorch without skip_actions (or clear_history)
+            self.real_record(**kw, **(dict(clear_history=True) if clear else {}))
+        except TypeError:  # a PyTorch without clear_history
             self.real_record(**kw)
         self.recording = True
         self.windows += 1
@@ -187,7 +182,10 @@ class Layer:
         owners = self.notes.hook_maps[-1] if self.notes.hook_maps else {}
         self.stash.append((snap, self.t_start, owners))
         if len(self.stash) > MAX_WINDOWS:
-            self._merge(*self.stash.pop(0), when="pause")
+            try:
+                self._merge(*self.stash.pop(0), when="pause")
+            except Exception as e:  # that window is lost, not the others
+                _warn("a paused window", e)
         self.real_record(enabled=None)
         self.recording, self.paused_peaks = False, peaks
 

@@ -4,7 +4,7 @@
 # merge_windows() makes one payload of several windows. tests/pytorch/test_memory.py checks them.
 import os
 import time
-from bisect import bisect_left
+from bisect import bisect_left, insort
 
 MARK_PREFIX = "kprof.pytorch.memory:"
 VERSION = 1
@@ -271,14 +271,120 @@ def summarize_device(device, trace, segments_end, notes, end_owners, stats, max_
     }
     # The segments the allocator took from the driver (cudaMalloc): made in the window, and live
     # at its end. The report names CUPTI's allocations at them the allocator's.
-    segs = {e.get("addr", 0): e.get("size", 0) for e in trace if e.get("action") == "segment_alloc"}
+    segs = {(e.get("addr", 0), e.get("size", 0)): None
+            for e in trace if e.get("action") == "segment_alloc"}
     for seg in segments_end:
         if not seg.get("is_expandable"):  # mapped (cuMemMap): no cudaMalloc for CUPTI to see
-            segs[seg.get("address", 0)] = seg.get("total_size", 0)
-    out["segments"] = [[a, z] for a, z in list(segs.items())[-MAX_SEGMENTS:]]
+            segs[(seg.get("address", 0), seg.get("total_size", 0))] = None
+    out["segments"] = [list(x) for x in list(segs)[-MAX_SEGMENTS:]]
+    # What expandable segments would have reserved: replayed on a history from CUDA's start.
+    conf = out["alloc_conf"].lower().replace(" ", "")
+    if (t_start == -_INF and out["complete"] and "expandable_segments:true" not in conf and
+            "roundup_power2_divisions" not in conf):  # sizes rounded otherwise: not replayed
+        try:
+            out["expandable_max_reserved"] = expandable_reserved_peak(trace)
+        except Exception:  # a history of another shape: the estimate falls back
+            pass
     if requested:
         out["requested"] = requested
     return out
+
+
+# ----- what expandable segments would have reserved ------------------------------------------
+# PyTorch's caching allocator with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, replayed on
+# the same requests (docs/memory.md "Expandable segments, replayed"): one segment per stream and
+# pool that grows in pages (2 MiB for blocks of 1 MiB or less, 20 MiB above); a request takes the
+# smallest free block that fits, the free block at the segment's end only when no other fits
+# (PyTorch counts it as what it could grow to), split when 512 bytes or more remain, else the
+# segment maps pages at its end, joining a free block there; a freed block returns when its free
+# completed and joins its free neighbours. Nothing is unmapped (empty_cache is not replayed).
+SMALL_SIZE = 1 << 20
+PAGES = {True: 2 << 20, False: 20 << 20}  # by pool: small, large
+
+
+class _Grown:
+    __slots__ = ("page", "mapped", "free", "size", "free_end")
+
+    def __init__(self, small):
+        self.page, self.mapped = PAGES[small], 0
+        self.free = []  # sorted (size, address) of the free blocks
+        self.size = {}  # address -> size of every block; free ones are in free_end too
+        self.free_end = {}  # end address -> address of each free block
+
+    def _take(self, size, addr):
+        del self.free[bisect_left(self.free, (size, addr))]
+        del self.free_end[addr + size]
+
+    def _put(self, size, addr):
+        insort(self.free, (size, addr))
+        self.free_end[addr + size] = addr
+        self.size[addr] = size
+
+    def alloc(self, size):
+        """The address of a block of `size` (rounded); the bytes mapped grow when none fits. The
+        free block at the end counts as what it could grow to: taken only when no other fits."""
+        i = bisect_left(self.free, (size, -1))
+        if i < len(self.free) and sum(self.free[i]) == self.mapped and i + 1 < len(self.free):
+            i += 1  # the smallest that fits is the end's: the next larger one is taken
+        if i < len(self.free):
+            have, addr = self.free[i]
+            self._take(have, addr)
+        else:
+            addr = self.free_end.get(self.mapped, self.mapped)  # a free block at the end
+            have = self.mapped - addr
+            if have:
+                self._take(have, addr)
+            grow = -(-(size - have) // self.page) * self.page
+            self.mapped += grow
+            have += grow
+        rest = have - size
+        if rest >= 512:  # with expandable segments both pools split down to 512 bytes
+            self._put(rest, addr + size)
+            have = size
+        self.size[addr] = have
+        return addr
+
+    def release(self, addr):
+        size = self.size.pop(addr)
+        nxt = addr + size
+        if nxt in self.size and self.free_end.get(nxt + self.size[nxt]) == nxt:
+            n = self.size.pop(nxt)
+            self._take(n, nxt)
+            size += n
+        prev = self.free_end.get(addr)
+        if prev is not None:
+            p = self.size[prev]
+            self._take(p, prev)
+            addr, size = prev, p + size
+        self._put(size, addr)
+
+
+def expandable_reserved_peak(trace):
+    """The highest bytes expandable segments would have mapped for the requests of `trace` (a
+    history from CUDA's start). A block returns to its pool when its free completed (a block
+    used on other streams waits for them), else, for a history without completions, when it
+    was freed."""
+    grown, where = {}, {}
+    reserved = peak = 0
+    release = "free_completed" if any(
+        e.get("action") == "free_completed" for e in trace) else "free_requested"
+    for e in trace:
+        a = e.get("action")
+        if a == "alloc":
+            size = _block_size(e.get("size", 0))
+            small = size <= SMALL_SIZE
+            g = grown.get((e.get("stream", 0), small))
+            if g is None:
+                g = grown[(e.get("stream", 0), small)] = _Grown(small)
+            before = g.mapped
+            where[e.get("addr", 0)] = (g, g.alloc(size))
+            reserved += g.mapped - before
+            peak = max(peak, reserved)
+        elif a == release:
+            w = where.pop(e.get("addr", 0), None)
+            if w is not None:
+                w[0].release(w[1])
+    return peak
 
 
 PEAK_KINDS = ("allocated_peak", "reserved_peak")
@@ -312,19 +418,30 @@ def merge_windows(past, cur, windows, unrecorded_steps):
         else:
             cm = [_demote(m, kind) for m in cm]
     keep = pm + cm
-    if len(keep) > 4 * MAX_MOMENTS:  # the peaks, the end, and the latest of the rest
-        main = [m for m in keep if not m["kind"].startswith(("window_", "segment"))]
-        rest = [m for m in keep if m["kind"].startswith(("window_", "segment"))]
-        keep = sorted(main + rest[-(4 * MAX_MOMENTS - len(main)):], key=lambda m: m["t_us"])
+    if len(keep) > 4 * MAX_MOMENTS:  # the run's peaks, the end, and the latest of the rest
+        def main(m):
+            return any(k in PEAK_KINDS or k in ("exit", "oom") for k in m["kind"].split(","))
+
+        rest = [m for m in keep if not main(m)]
+        keep = sorted([m for m in keep if main(m)] + rest[-(4 * MAX_MOMENTS - len(keep) +
+                                                            len(rest)):],
+                      key=lambda m: m["t_us"])
     out = dict(cur, moments=keep, windows=windows, unrecorded_steps=unrecorded_steps)
-    segs = dict(map(tuple, past.get("segments", [])))
-    segs.update(map(tuple, cur.get("segments", [])))
-    out["segments"] = [[a, z] for a, z in list(segs.items())[-MAX_SEGMENTS:]]
+    segs = dict.fromkeys(map(tuple, past.get("segments", [])))
+    segs.update(dict.fromkeys(map(tuple, cur.get("segments", []))))
+    out["segments"] = [list(x) for x in list(segs)[-MAX_SEGMENTS:]]
     out["entries"] = past["entries"] + cur["entries"]
     out["replayed_max_allocated"] = max(past["replayed_max_allocated"],
                                         cur["replayed_max_allocated"])
     out["replayed_max_reserved"] = max(past["replayed_max_reserved"],
                                        cur["replayed_max_reserved"])
+    # The replay of expandable segments covers the first window: kept while no later window
+    # reserved more.
+    out.pop("expandable_max_reserved", None)
+    if ("expandable_max_reserved" in past and
+            cur["replayed_max_reserved"] <= past["replayed_max_reserved"] and
+            cur["replayed_max_allocated"] <= past["replayed_max_allocated"]):
+        out["expandable_max_reserved"] = past["expandable_max_reserved"]
     out["from_start"] = bool(past.get("from_start", past["complete"]))
     out["complete"] = out["from_start"] and (
         out["replayed_max_allocated"] >= out["max_allocated"] and

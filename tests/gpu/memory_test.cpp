@@ -298,11 +298,9 @@ TEST(GpuMemory, PlantedLeakIsPricedWithinTenPercentAndAHealthyStepRaisesNone) {
     EXPECT_EQ(x.est_saving_bytes, 0u) << x.id << ": " << x.summary;
 }
 
-// The planted fragmentation raises allocator-fragmentation priced near what expandable segments
-// save on the same program, measured without kprof. Issue 37 asks for 10%; on an H200 the
-// estimate (the reserved peak less the allocated peak) was 1.109 of the saving: expandable
-// segments still reserved 104 MiB above the allocated peak. The bound here is 15% until the
-// estimate models that (docs/hints.md#allocator-fragmentation).
+// The planted fragmentation raises allocator-fragmentation priced within 10% of what expandable
+// segments save on the same program, measured without kprof (issue 37). The estimate replays
+// the allocator's history with expandable segments (docs/hints.md#allocator-fragmentation).
 TEST(GpuMemory, PlantedFragmentationIsPricedWithinTenPercent) {
   REQUIRE_GPU();
   if (!HaveTorch()) GTEST_SKIP() << "PyTorch with CUDA not available";
@@ -322,5 +320,5 @@ TEST(GpuMemory, PlantedFragmentationIsPricedWithinTenPercent) {
       static_cast<unsigned long long>(h->est_saving_bytes), static_cast<long long>(saved),
       Ratio(static_cast<int64_t>(h->est_saving_bytes), saved));
   EXPECT_GE(Ratio(static_cast<int64_t>(h->est_saving_bytes), saved), 0.9);
-  EXPECT_LE(Ratio(static_cast<int64_t>(h->est_saving_bytes), saved), 1.15);
+  EXPECT_LE(Ratio(static_cast<int64_t>(h->est_saving_bytes), saved), 1.1);
 }

@@ -240,7 +240,7 @@ class LayerHooks(unittest.TestCase):
         layer = self.layer(recorded, marks)
         self.assertTrue(layer.on)
         self.assertEqual(recorded[0][1]["context"], None)  # no stacks: kprof's own history
-        self.assertEqual(recorded[0][1]["skip_actions"], ["free_completed"])
+        self.assertNotIn("clear_history", recorded[0][1])
         self.assertEqual(recorded[1], layer._on_oom)  # the out-of-memory observer
         p, g, st = FakeTensor(P), FakeTensor(G), FakeTensor(S)
         p.grad = g
@@ -259,22 +259,23 @@ class LayerHooks(unittest.TestCase):
         self.assertIn("alloc_conf", payload)
         del keep
 
-    def test_a_pytorch_without_skip_actions_records_every_action(self):
+    def test_a_pytorch_without_clear_history_resumes_without_it(self):
         recorded = []
         torch = fake_torch(recorded, {})
 
-        def record(*args, **kwargs):  # an older signature: no skip_actions
-            if "skip_actions" in kwargs:
-                raise TypeError("unexpected keyword argument 'skip_actions'")
+        def record(*args, **kwargs):  # an older signature: no clear_history
+            if "clear_history" in kwargs:
+                raise TypeError("unexpected keyword argument 'clear_history'")
             recorded.append((args, kwargs))
 
         torch.cuda.memory._record_memory_history = record
         layer = M.Layer(torch, [].append, 1000)
         layer._wrap_user_history()
         layer._start()
+        layer._record(clear=True)
         self.assertTrue(layer.on)
-        self.assertNotIn("skip_actions", recorded[0][1])
-        self.assertEqual(recorded[0][1]["max_entries"], 1000)
+        self.assertEqual(recorded[-1][1]["max_entries"], 1000)
+        self.assertNotIn("clear_history", recorded[-1][1])
 
     def test_the_programs_own_history_wins_and_the_layer_writes_nothing(self):
         recorded, marks = [], []
@@ -332,6 +333,75 @@ class LayerHooks(unittest.TestCase):
         self.assertLessEqual(len(n.backward_starts), 2 * R.MAX_BACKWARDS)
 
 
+MiB = 1024 * KiB
+
+
+class Expandable(unittest.TestCase):
+    """What expandable segments would have reserved, on the requests of a history."""
+
+    def test_a_buffer_that_grows_each_step_reuses_one_growing_segment(self):
+        # tests/gpu/scripts/fragment_torch.py's pattern: a 4 MiB weight, then per step a buffer
+        # of 100 + 4 * step MiB and a 4 MiB product, both freed. By hand (20 MiB pages): the
+        # weight maps 20; step 0 maps 100 more (the 16 free at the end joined); steps 1-3 fit in
+        # the 116 free; step 4's product maps 20 (140); step 9's product 20 more: 160 MiB.
+        t, trace = 0, [alloc(0x10, 4 * MiB, 0)]
+        for step in range(10):
+            buf = (100 + 4 * step) * MiB
+            trace += [alloc(0x1000, buf, t + 1), alloc(0x2000, 4 * MiB, t + 2)]
+            trace += free(0x1000, buf, t + 3) + free(0x2000, 4 * MiB, t + 4)
+            t += 10
+        self.assertEqual(R.expandable_reserved_peak(trace), 160 * MiB)
+
+    def test_small_blocks_map_two_mib_pages_and_freed_neighbours_join(self):
+        trace = [alloc(1, 512, 0), alloc(2, 700 * KiB, 1), alloc(3, 700 * KiB, 2)]
+        self.assertEqual(R.expandable_reserved_peak(trace), 2 * MiB)  # 1400.5 KiB in one page
+        # Freed, the two 700 KiB blocks join the free rest: a 1 MiB request then fits.
+        trace += free(2, 700 * KiB, 3) + free(3, 700 * KiB, 4) + [alloc(4, 1 * MiB, 5)]
+        self.assertEqual(R.expandable_reserved_peak(trace), 2 * MiB)
+        # Not freed, it needs a second page.
+        self.assertEqual(R.expandable_reserved_peak(trace[:3] + [alloc(4, 1 * MiB, 5)]), 4 * MiB)
+
+    def test_each_stream_grows_its_own_segment(self):
+        a = dict(alloc(1, 30 * MiB, 0), stream=1)
+        b = dict(alloc(2, 30 * MiB, 1), stream=2)
+        self.assertEqual(R.expandable_reserved_peak([a, b]), 80 * MiB)
+
+    def test_the_free_block_at_the_end_is_taken_last_and_large_blocks_split_to_512(self):
+        # A 20, B 10 (a 10 free at the end), A freed, C 8: PyTorch counts the end's free block
+        # as what it could grow to, so C takes A's 20 (12 left), and D 20 maps more: 60 MiB.
+        trace = ([alloc(1, 20 * MiB, 0), alloc(2, 10 * MiB, 1)] + free(1, 20 * MiB, 2) +
+                 [alloc(3, 8 * MiB, 3), alloc(4, 20 * MiB, 4)])
+        self.assertEqual(R.expandable_reserved_peak(trace), 60 * MiB)
+        # 19.5 MiB leaves 0.5 MiB split off at the end; 20.5 MiB joins it: 40 MiB, not 60.
+        trace = [alloc(1, 39 * MiB // 2, 0), alloc(2, 41 * MiB // 2, 1)]
+        self.assertEqual(R.expandable_reserved_peak(trace), 40 * MiB)
+
+    def test_a_block_returns_when_its_free_completed(self):
+        # B freed (requested) at 2 but completed at 5, after C asked at 3: C cannot reuse it.
+        b_free = free(2, 20 * MiB, 2)
+        b_free[1]["time_us"] = 5
+        trace = [alloc(1, 20 * MiB, 0), alloc(2, 20 * MiB, 1), b_free[0],
+                 alloc(3, 20 * MiB, 3), b_free[1]]
+        self.assertEqual(R.expandable_reserved_peak(trace), 60 * MiB)
+        # Without completions in the history, a free returns at once.
+        self.assertEqual(R.expandable_reserved_peak(trace[:4]), 40 * MiB)
+
+    def test_the_payload_has_it_from_a_complete_first_window_only(self):
+        p = R.summarize_device(0, TRACE, END_SEGMENTS, notes(), {}, STATS, 1000, now_us=100)
+        self.assertEqual(p["expandable_max_reserved"], 2 * MiB)
+        later = R.summarize_device(0, TRACE, END_SEGMENTS, notes(), {}, STATS, 1000,
+                                   now_us=100, t_start=1)
+        self.assertNotIn("expandable_max_reserved", later)
+        wrapped = R.summarize_device(0, TRACE, END_SEGMENTS, notes(), {}, STATS, len(TRACE),
+                                     now_us=100)
+        self.assertNotIn("expandable_max_reserved", wrapped)  # the ring wrapped: not complete
+        # Kept by the merge while no later window reserved more.
+        kept = R.merge_windows(p, dict(later, replayed_max_reserved=SEG), 2, 0)
+        self.assertEqual(kept["expandable_max_reserved"], 2 * MiB)
+        gone = R.merge_windows(p, dict(later, replayed_max_reserved=2 * SEG), 2, 0)
+        self.assertNotIn("expandable_max_reserved", gone)
+
+
 class Allocator:
     """A caching allocator's history as PyTorch keeps it for the layer: on or off (off empties
     it), entries appended while on, PyTorch's peaks set by the test."""
@@ -381,7 +451,7 @@ class Windows(unittest.TestCase):
 
     def test_a_steady_loop_pauses_the_history_and_a_new_peak_resumes_it(self):
         a, layer = self.a, self.layer
-        self.assertEqual(a.calls[0]["skip_actions"], ["free_completed"])
+        self.assertNotIn("skip_actions", a.calls[0])  # completions kept: the replay reads them
         a.add(*TRACE)
         self.step()  # the first step sets the peaks; STEADY_STEPS more unchanged pause it
         self.step(M.STEADY_STEPS - 1)
