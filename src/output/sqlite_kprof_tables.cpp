@@ -1,10 +1,14 @@
-// kprof's own tables (KPROF_*: the views and hints `kprof report` prints) and the run-level
-// tables nsys also has (PROCESSES, ANALYSIS_DETAILS, TARGET_INFO_*).
+// kprof's own tables (KPROF_*: the views, hints and device memory by owner `kprof report`
+// prints) and the run-level tables nsys also has (PROCESSES, ANALYSIS_DETAILS, TARGET_INFO_*).
+#include <cstdint>
 #include <ctime>
 #include <exception>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "kprof/memory.h"
 #include "kprof/sqlite_export.h"
 #include "output/sqlite_internal.h"
 
@@ -160,6 +164,120 @@ void WriteHints(Context& c) {
   }
 }
 
+std::optional<int64_t> RankOf(int rank) {
+  if (rank < 0) return std::nullopt;
+  return rank;
+}
+
+/// NULL for an empty string.
+std::optional<std::string_view> Text(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  return std::string_view(s);
+}
+
+/// KPROF_MEMORY_STATES and the rows beneath each state (its owners, its largest allocations).
+class MemoryStates {
+ public:
+  explicit MemoryStates(Context& c)
+      : c_(c),
+        states_(c.db, InsertSql("KPROF_MEMORY_STATES",
+                                "id, globalPid, pid, rank, deviceId, moment, timestamp, liveBytes, "
+                                "capacityBytes, range, torchMoment, torchMatched, partial, "
+                                "failedCall, requestedBytes, errorCode")),
+        owners_(c.db, InsertSql("KPROF_MEMORY_OWNERS",
+                                "stateId, view, name, liveBytes, liveAllocations, "
+                                "madeAllocations, position")),
+        live_(c.db, InsertSql("KPROF_MEMORY_LIVE",
+                              "stateId, bytes, address, timestamp, owner, range, variable")) {}
+
+  /// A peak: the state's own range is the op range open when the peak was reached.
+  void Peak(const MemoryState& s) { Write(s, "peak", s.range, true, nullptr); }
+  /// A failed allocation call: its range is the one open on the calling thread; an undescribed
+  /// failure's state holds no owners (liveBytes NULL).
+  void Failure(const FailedAllocation& f) { Write(f.state, "failure", f.range, f.described, &f); }
+
+ private:
+  void Write(const MemoryState& s, const char* moment, const std::string& range, bool described,
+             const FailedAllocation* f) {
+    const int64_t id = next_id_++;
+    std::optional<int64_t> device, live, capacity;
+    if (s.device != kNoDevice) device = s.device;
+    if (described) live = s.live_bytes;
+    if (s.capacity_bytes != 0) capacity = s.capacity_bytes;
+    std::optional<std::string_view> call;
+    std::optional<int64_t> requested, code;
+    if (f != nullptr) {
+      call = f->call;
+      requested = f->bytes;
+      code = f->code;
+    }
+    states_.Insert(id, GlobalPid(s.pid), s.pid, RankOf(s.rank), device, moment, c_.Rel(s.t_ns),
+                   live, capacity, Text(range), Text(s.torch_moment), s.torch_matched ? 1 : 0,
+                   s.partial ? 1 : 0, call, requested, code);
+    Owners(id, "library", s.by_library);
+    Owners(id, "owner", s.by_owner);
+    Owners(id, "range", s.by_range);
+    for (const LiveAllocation& l : s.largest)
+      live_.Insert(id, l.bytes, l.address, c_.Rel(l.t_ns), l.library, Text(l.range),
+                   Text(l.variable));
+  }
+
+  void Owners(int64_t id, const char* view, const std::vector<MemoryOwner>& owners) {
+    for (size_t i = 0; i < owners.size(); ++i) {
+      const MemoryOwner& o = owners[i];
+      owners_.Insert(id, view, o.name, o.live_bytes, o.live_allocations, o.allocations,
+                     static_cast<int64_t>(i));
+    }
+  }
+
+  Context& c_;
+  Stmt states_, owners_, live_;
+  int64_t next_id_ = 0;
+};
+
+void WritePyTorchMemory(Context& c, const std::vector<TorchMemory>& torch) {
+  Stmt st(c.db, InsertSql("KPROF_PYTORCH_MEMORY",
+                          "id, globalPid, pid, rank, deviceId, whenWritten, timestamp, "
+                          "maxAllocated, maxReserved, allocated, reserved, inactiveSplit, "
+                          "requested, replayedMaxAllocated, replayedMaxReserved, "
+                          "expandableMaxReserved, complete, "
+                          "entries, windows, unrecordedSteps, optimizerSteps, backwardPasses, "
+                          "allocConf"));
+  // The categories' columns, in the order of kTorchCategories (TorchCategoryName).
+  static_assert(kTorchCategories == 5);
+  Stmt moments(c.db, InsertSql("KPROF_PYTORCH_MEMORY_MOMENTS",
+                               "torchId, kind, timestamp, allocated, reserved, parameters, "
+                               "gradients, optimizerState, activations, other"));
+  for (size_t i = 0; i < torch.size(); ++i) {
+    const TorchMemory& t = torch[i];
+    const auto id = static_cast<int64_t>(i);
+    st.Insert(id, GlobalPid(t.pid), t.pid, RankOf(t.rank), t.device, t.when, c.Rel(t.t_ns),
+              t.max_allocated, t.max_reserved, t.allocated, t.reserved, t.inactive_split,
+              t.requested, t.replayed_max_allocated, t.replayed_max_reserved,
+              t.expandable_max_reserved > 0 ? std::optional<int64_t>(t.expandable_max_reserved)
+                                            : std::nullopt,
+              t.complete ? 1 : 0, t.entries, t.windows, t.unrecorded_steps, t.optimizer_steps,
+              t.backward_passes, Text(t.alloc_conf));
+    for (const TorchMoment& m : t.moments) {
+      const auto& b = m.bytes;
+      moments.Insert(id, m.kind, c.Rel(m.t_ns), m.allocated, m.reserved, b[0], b[1], b[2], b[3],
+                     b[4]);
+    }
+  }
+}
+
+void WriteMemory(Context& c) {
+  // Every owner of each state, so that a state's owners of one view add up to its liveBytes:
+  // the analysis cuts each list to the five largest unless it computed the memory view.
+  std::optional<MemorySummary> uncut;
+  if (c.analysis.by != GroupBy::Memory) uncut = SummarizeMemory(c.timeline, SIZE_MAX);
+  const MemorySummary& m = uncut ? *uncut : c.analysis.memory;
+  MemoryStates states(c);
+  for (const MemoryState& s : m.peaks) states.Peak(s);
+  for (const FailedAllocation& f : m.failures) states.Failure(f);
+  WritePyTorchMemory(c, m.torch);
+}
+
 }  // namespace
 
 void WriteKprofTables(Context& c, Strings& strings) {
@@ -167,6 +285,7 @@ void WriteKprofTables(Context& c, Strings& strings) {
   WriteProcesses(c);
   WriteViews(c, strings);
   WriteHints(c);
+  WriteMemory(c);
 }
 
 void WriteTargetInfo(Context& c) {

@@ -128,6 +128,38 @@ CREATE TABLE KPROF_STREAMS (
   deviceId INTEGER NOT NULL, streamId INTEGER NOT NULL, busy_ns INTEGER NOT NULL,
   activities INTEGER NOT NULL
 );
+CREATE TABLE KPROF_MEMORY_STATES (
+  id INTEGER NOT NULL PRIMARY KEY, globalPid INTEGER NOT NULL, pid INTEGER NOT NULL,
+  rank INTEGER, deviceId INTEGER, moment TEXT NOT NULL, timestamp INTEGER NOT NULL,
+  liveBytes INTEGER, capacityBytes INTEGER, range TEXT, torchMoment TEXT,
+  torchMatched INTEGER NOT NULL, partial INTEGER NOT NULL, failedCall TEXT,
+  requestedBytes INTEGER, errorCode INTEGER
+);
+CREATE TABLE KPROF_MEMORY_OWNERS (
+  stateId INTEGER NOT NULL, view TEXT NOT NULL, name TEXT NOT NULL, liveBytes INTEGER NOT NULL,
+  liveAllocations INTEGER NOT NULL, madeAllocations INTEGER NOT NULL, position INTEGER NOT NULL
+);
+CREATE TABLE KPROF_MEMORY_LIVE (
+  stateId INTEGER NOT NULL, bytes INTEGER NOT NULL, address INTEGER NOT NULL,
+  timestamp INTEGER NOT NULL, owner TEXT NOT NULL, range TEXT, variable TEXT
+);
+CREATE TABLE KPROF_PYTORCH_MEMORY (
+  id INTEGER NOT NULL PRIMARY KEY, globalPid INTEGER NOT NULL, pid INTEGER NOT NULL,
+  rank INTEGER, deviceId INTEGER NOT NULL, whenWritten TEXT NOT NULL, timestamp INTEGER NOT NULL,
+  maxAllocated INTEGER NOT NULL, maxReserved INTEGER NOT NULL, allocated INTEGER NOT NULL,
+  reserved INTEGER NOT NULL, inactiveSplit INTEGER NOT NULL, requested INTEGER NOT NULL,
+  replayedMaxAllocated INTEGER NOT NULL, replayedMaxReserved INTEGER NOT NULL,
+  expandableMaxReserved INTEGER,
+  complete INTEGER NOT NULL, entries INTEGER NOT NULL, windows INTEGER NOT NULL,
+  unrecordedSteps INTEGER NOT NULL, optimizerSteps INTEGER NOT NULL,
+  backwardPasses INTEGER NOT NULL, allocConf TEXT
+);
+CREATE TABLE KPROF_PYTORCH_MEMORY_MOMENTS (
+  torchId INTEGER NOT NULL, kind TEXT NOT NULL, timestamp INTEGER NOT NULL,
+  allocated INTEGER NOT NULL, reserved INTEGER NOT NULL, parameters INTEGER NOT NULL,
+  gradients INTEGER NOT NULL, optimizerState INTEGER NOT NULL, activations INTEGER NOT NULL,
+  other INTEGER NOT NULL
+);
 )sql";
 
 struct EnumRow {

@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "kprof/memory.h"
 #include "sqlite_test_util.h"
 
 namespace kprof {
@@ -206,6 +208,74 @@ TEST_P(SqliteRecording, KprofTablesEqualTheViewsAndHints) {
                 "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN KPROF_KERNELS v ON "
                 "v.nameId = k.demangledName")),
             an.summary.kernels);
+}
+
+// The memory tables hold the memory summary with every owner (the analysis keeps the five
+// largest of each list unless asked for the memory view): states, their owners in order, their
+// largest allocations, the PyTorch layer's payloads and moments.
+TEST_P(SqliteRecording, MemoryTablesHoldTheMemorySummary) {
+  const MemorySummary m = SummarizeMemory(an_->timeline, SIZE_MAX);
+  std::vector<const MemoryState*> states;
+  for (const MemoryState& s : m.peaks) states.push_back(&s);
+  for (const FailedAllocation& f : m.failures) states.push_back(&f.state);
+  const auto rows = db_->Query(
+      "SELECT id, moment, timestamp, liveBytes, pid, deviceId FROM KPROF_MEMORY_STATES ORDER BY "
+      "id");
+  ASSERT_EQ(rows.size(), states.size());
+  const uint64_t base = an_->analysis.summary.start_ns;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const MemoryState& s = *states[i];
+    const bool peak = i < m.peaks.size();
+    const bool described = peak || m.failures[i - m.peaks.size()].described;
+    SCOPED_TRACE(i);
+    EXPECT_EQ(rows[i][1].s, peak ? "peak" : "failure");
+    EXPECT_EQ(rows[i][2].i, static_cast<int64_t>(s.t_ns - base));
+    EXPECT_EQ(rows[i][3].type, described ? SQLITE_INTEGER : SQLITE_NULL);
+    if (described) {
+      EXPECT_EQ(rows[i][3].i, s.live_bytes);
+    }
+    EXPECT_EQ(rows[i][4].i, s.pid);
+    EXPECT_EQ(rows[i][5].type, s.device == kNoDevice ? SQLITE_NULL : SQLITE_INTEGER);
+    if (s.device != kNoDevice) {
+      EXPECT_EQ(rows[i][5].i, s.device);
+    }
+    const std::string id = std::to_string(rows[i][0].i);
+    const std::pair<const char*, const std::vector<MemoryOwner>*> views[] = {
+        {"library", &s.by_library}, {"owner", &s.by_owner}, {"range", &s.by_range}};
+    for (const auto& [view, owners] : views) {
+      const auto o = db_->Query(
+          "SELECT name, liveBytes, liveAllocations, madeAllocations FROM KPROF_MEMORY_OWNERS "
+          "WHERE stateId = ? AND view = ? ORDER BY position",
+          {id, view});
+      ASSERT_EQ(o.size(), owners->size()) << view;
+      int64_t sum = 0;
+      for (size_t k = 0; k < o.size(); ++k) {
+        EXPECT_EQ(o[k][0].s, (*owners)[k].name);
+        EXPECT_EQ(o[k][1].i, (*owners)[k].live_bytes);
+        EXPECT_EQ(static_cast<uint64_t>(o[k][2].i), (*owners)[k].live_allocations);
+        EXPECT_EQ(static_cast<uint64_t>(o[k][3].i), (*owners)[k].allocations);
+        sum += o[k][1].i;
+      }
+      // Every live allocation has one library and one range.
+      if (described && std::string(view) != "owner") {
+        EXPECT_EQ(sum, s.live_bytes) << view;
+      }
+    }
+    EXPECT_EQ(static_cast<size_t>(
+                  db_->Int("SELECT COUNT(*) FROM KPROF_MEMORY_LIVE WHERE stateId = " + id)),
+              s.largest.size());
+  }
+  const auto torch =
+      db_->Query("SELECT id, whenWritten, maxAllocated FROM KPROF_PYTORCH_MEMORY ORDER BY id");
+  ASSERT_EQ(torch.size(), m.torch.size());
+  for (size_t i = 0; i < torch.size(); ++i) {
+    EXPECT_EQ(torch[i][1].s, m.torch[i].when);
+    EXPECT_EQ(torch[i][2].i, m.torch[i].max_allocated);
+    EXPECT_EQ(static_cast<size_t>(
+                  db_->Int("SELECT COUNT(*) FROM KPROF_PYTORCH_MEMORY_MOMENTS WHERE torchId = " +
+                           std::to_string(torch[i][0].i))),
+              m.torch[i].moments.size());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Recordings, SqliteRecording, ::testing::ValuesIn(Recordings()), CaseName);
