@@ -114,8 +114,9 @@ def make_pages(c):
     report("counters-replay", c.src("tests", "fixtures", "gpu", "counter_characters_replay"))
     report("counters-unmeasured",
            c.src("tests", "fixtures", "gpu", "launch_patterns_names_replay"))
+    report("memory_torch_train", c.src("tests", "fixtures", "gpu", "memory_torch_train"))
     for n in ("default-run", "torch_nvtx", "hostile", "gen1m", "diff", "counters-sampled",
-              "counters-replay", "counters-unmeasured"):
+              "counters-replay", "counters-unmeasured", "memory_torch_train"):
         check(os.path.getsize(c.page(n)) > 0, "page %s written" % n)
 
 
@@ -254,16 +255,62 @@ def test_tables(c):
 
 
 def test_charts(c):
-    for name, mem in (("default-run", True), ("torch_nvtx", True)):
+    for name in ("default-run", "torch_nvtx", "memory_torch_train"):
         c.load(name)
         b = c.browser
-        for cid in ("util-canvas", "memory-canvas"):
+        # Memory: stacked by owner where the run has the owners' series, else a line per device.
+        by_owner = b.js("return JSON.parse(document.getElementById('kprof-data').textContent)"
+                        ".memory_by_owner")
+        mem = ["memory-owner-%d" % i for i in range(len(by_owner))] or ["memory-canvas"]
+        for cid in ["util-canvas"] + mem:
             series = b.js("return document.getElementById(arguments[0]).getAttribute('data-series')", cid)
             ink = b.js(CANVAS_INK, cid)
             check(int(series) >= 1 and ink > 1000,
                   "%s: %s drawn (%s series, %d pixels of ink)" % (name, cid, series, ink))
+        check(by_owner or b.js("return !document.getElementById('memory-owner-0')"),
+              "%s: no stacked chart without the owners' series" % name)
         c.shot(name + "-charts", "charts")
         c.no_errors(name)
+    memory_by_owner(c)
+
+
+def memory_by_owner(c):
+    """The stacked chart of a PyTorch training run (H200 recording): the owners kprof report
+    --by memory gives as its legend, the peak marked, a click shows what was live then."""
+    c.load("memory_torch_train")
+    b = c.browser
+    run = c.src("tests", "fixtures", "gpu", "memory_torch_train")
+    out = subprocess.run([c.kprof, "report", run, "--by", "memory", "--format", "json"],
+                         check=True, capture_output=True, text=True).stdout
+    peak = json.loads(out)["memory"]["peaks"][0]
+    owners = [o["owner"] for o in peak["by_library"]]  # 6 owners: "other owners" holds nothing
+    check(b.js("return document.querySelector('canvas.clickable') !== null && "
+               "!document.getElementById('memory-canvas')"),
+          "memory_torch_train: the stacked chart in place of the line chart")
+    legend = b.js("return Array.from(document.getElementById('memory-owner-0').parentNode"
+                  ".querySelectorAll('.legend span')).map(e => e.textContent)")
+    check(legend == owners, "memory_torch_train: legend %s is kprof's owners %s" % (legend, owners))
+    colors = b.js("return Array.from(document.getElementById('memory-owner-0').parentNode"
+                  ".querySelectorAll('.legend span')).map(e => e.style.getPropertyValue('--c'))")
+    check(len(set(colors)) == len(colors), "memory_torch_train: a color per owner %s" % colors)
+    label = b.js("return document.getElementById('memory-owner-0').getAttribute('data-peak')")
+    check(label == "peak 1.29 GiB at 8.725 s", "memory_torch_train: the peak marked (%r)" % label)
+    check(peak["live_bytes"] == 1380473160, "memory_torch_train: kprof's peak")
+    rows = b.js("return document.querySelectorAll('#memory-owner-0-peak tr').length")
+    check(rows == 0, "memory_torch_train: no table before a click")
+    b.click("#memory-owner-0")
+    cells = b.js("return Array.from(document.querySelectorAll('#memory-owner-0-peak tbody tr'))"
+                 ".map(r => Array.from(r.children).map(d => d.textContent))")
+    want = [[o["owner"]] for o in peak["by_owner"][:5]]
+    check([r[:1] for r in cells[:5]] == want and cells[0][1:] == ["582.0 MiB", "44.2%"],
+          "memory_torch_train: a click shows the owners at the peak (%s)" % cells[:6])
+    check(any(r[0] == "132.0 MiB" and r[2] == "aten::sum" for r in cells),
+          "memory_torch_train: and the largest live allocations")
+    c.shot("memory_torch_train-memory", "memory-owner-0")
+    b.click("#memory-owner-0")
+    check(b.js("return document.querySelectorAll('#memory-owner-0-peak tr').length") == 0,
+          "memory_torch_train: a second click hides it")
+    c.no_errors("memory_torch_train")
 
 
 def test_counters(c):

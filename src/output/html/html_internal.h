@@ -11,7 +11,8 @@ namespace kprof::html {
 
 /// "timeline": GPU tracks per process, device and stream; NVTX tracks per process and thread;
 /// the longest items in full, the rest as per-bin busy time and counts. Also "util" (busy time
-/// per device and bin) and "memory" (device memory in use over time).
+/// per device and bin), "memory" (device memory in use over time) and "memory_by_owner" (held
+/// by owner over time per process and device, with what was live at the peak).
 void WriteTimeline(JsonWriter& j, const Timeline& tl, const Analysis& an, const HtmlOptions& o);
 
 /// Start of the run's time axis (ns) and its length.

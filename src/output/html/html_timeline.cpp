@@ -1,4 +1,5 @@
-// The timeline part of the HTML report's data: tracks, density bins, utilisation and memory.
+// The timeline part of the HTML report's data: tracks, density bins, utilisation, memory (in use
+// per device, and held by owner per process and device).
 // Past the limits (HtmlOptions::max_slices, max_ranges) the longest items stay individual and
 // every other one goes into its track's bins, so that bins + items always add up to the run's
 // exact counts and times (tests/unit/html/html_limits_test.cpp).
@@ -203,6 +204,50 @@ void WriteMemory(JsonWriter& j, const Analysis& an, const Span& span, const Html
   j.EndArr().EndObj();
 }
 
+// Device memory held over time by owner (Analysis::memory.series, docs/memory.md), one entry
+// per process and device (at most kMaxOwnerSeries, the highest peaks first), with what was live
+// at its peak (the matching MemorySummary::peaks entry): the page's stacked memory charts.
+constexpr size_t kMaxOwnerSeries = 16;
+
+void WriteMemoryState(JsonWriter& j, const MemoryState& s) {
+  const bool split = !s.by_owner.empty();  // PyTorch's categories joined
+  j.Key("at_peak").Obj().I("live_bytes", s.live_bytes).U("capacity_bytes", s.capacity_bytes);
+  j.S("range", s.range).S("torch_moment", s.torch_moment).B("partial", s.partial);
+  j.S("owners_by", split ? "owner" : "library").Key("owners").Arr();
+  for (const MemoryOwner& o : split ? s.by_owner : s.by_library)
+    j.Obj().S("name", o.name).I("live_bytes", o.live_bytes).EndObj();
+  j.EndArr().Key("largest").Arr();
+  for (const LiveAllocation& a : s.largest)
+    j.Obj().U("bytes", a.bytes).S("owner", a.library).S("range", a.range).EndObj();
+  j.EndArr().EndObj();
+}
+
+void WriteMemoryByOwner(JsonWriter& j, const Analysis& an, const Span& span) {
+  const MemorySummary& m = an.memory;
+  j.U("memory_by_owner_total", m.series.size()).Key("memory_by_owner").Arr();
+  for (size_t i = 0; i < m.series.size() && i < kMaxOwnerSeries; ++i) {
+    const MemorySeries& s = m.series[i];
+    const std::string who =
+        s.rank >= 0 ? fmt::format("rank {} pid {}", s.rank, s.pid) : fmt::format("pid {}", s.pid);
+    j.Obj().U("pid", s.pid).I("rank", s.rank).U("device", s.device);
+    j.S("label", fmt::format("{} · {}", DeviceLabel(an, s.device), who));
+    j.Key("owners").Arr();
+    for (const std::string& o : s.owners) j.Str(o);
+    j.EndArr().Key("t").Arr();
+    for (uint64_t t : s.t_ns) j.U64(span.Rel(t));
+    j.EndArr().Key("bytes").Arr();
+    for (int64_t b : s.bytes) j.I64(b);
+    j.EndArr().U("peak_t", span.Rel(s.peak_t_ns)).I("peak_bytes", s.peak_bytes);
+    for (const MemoryState& p : m.peaks)
+      if (p.pid == s.pid && p.device == s.device) {
+        WriteMemoryState(j, p);
+        break;
+      }
+    j.EndObj();
+  }
+  j.EndArr();
+}
+
 // Hardware counters (docs/counters.md): PM sampling's tracks (each sample's value at its start,
 // averaged per time bin past `util_bins` points) and the roofline's points (replayed kernels
 // with FLOPs and DRAM bytes) under the peaks they were measured against.
@@ -341,6 +386,7 @@ void WriteTimeline(JsonWriter& j, const Timeline& tl, const Analysis& an, const 
   j.EndArr().EndObj();
   WriteUtilisation(j, tl, an, span, o);
   WriteMemory(j, an, span, o);
+  WriteMemoryByOwner(j, an, span);
   WriteCounters(j, an, span, o);
 }
 

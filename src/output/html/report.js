@@ -173,25 +173,35 @@
     return { ctx: ctx, W: W };
   }
 
-  // Draws series of (x, y) points; step: hold each value until the next point.
-  function drawChart(c, span, ymax, yfmt, series, step, empty) {
-    var H = 220, cv = clearCanvas(c, H), ctx = cv.ctx, W = cv.W;
-    var L = 78, R = 12, T = 10, B = 26, pw = W - L - R, ph = H - T - B;
+  // A chart's frame at height H: the canvas cleared, the y axis (0 to ymax in four steps, with
+  // grid lines when `grid`) and the time axis labelled; the plot's geometry and context.
+  function chartFrame(c, H, span, ymax, yfmt, grid) {
+    var cv = clearCanvas(c, H), ctx = cv.ctx, L = 78, T = 10, B = 26;
+    var f = { ctx: ctx, L: L, T: T, pw: cv.W - L - 12, ph: H - T - B, ymax: ymax };
     ctx.font = '11px system-ui, sans-serif';
     ctx.textBaseline = 'middle';
     ctx.strokeStyle = '#e3e7ee';
     ctx.fillStyle = '#5b6576';
-    for (var g = 0; g <= 4 && series.length; g++) {
-      var gy = T + ph - g / 4 * ph;
-      ctx.beginPath(); ctx.moveTo(L, gy + 0.5); ctx.lineTo(L + pw, gy + 0.5); ctx.stroke();
+    for (var g = 0; g <= 4 && grid; g++) {
+      var gy = T + f.ph - g / 4 * f.ph;
+      ctx.beginPath(); ctx.moveTo(L, gy + 0.5); ctx.lineTo(L + f.pw, gy + 0.5); ctx.stroke();
       ctx.textAlign = 'right';
       ctx.fillText(yfmt(ymax * g / 4), L - 6, gy);
     }
     for (var xt = 0; xt <= 4; xt++) {
       ctx.textAlign = xt === 0 ? 'left' : xt === 4 ? 'right' : 'center';
-      ctx.fillText(fmt.dur(span * xt / 4), L + pw * xt / 4, H - B / 2 + 2);
+      ctx.fillText(fmt.dur(span * xt / 4), L + f.pw * xt / 4, H - B / 2 + 2);
     }
     ctx.textAlign = 'left';
+    f.x = function (t) { return L + t / span * f.pw; };
+    f.y = function (v) { return T + f.ph - Math.min(1, v / ymax) * f.ph; };
+    return f;
+  }
+
+  // Draws series of (x, y) points; step: hold each value until the next point.
+  function drawChart(c, span, ymax, yfmt, series, step, empty) {
+    var f = chartFrame(c, 220, span, ymax, yfmt, series.length > 0), ctx = f.ctx;
+    var L = f.L, T = f.T, pw = f.pw, ph = f.ph;
     if (!series.length) {
       ctx.fillStyle = '#5b6576';
       ctx.font = 'italic 13px system-ui, sans-serif';
@@ -208,14 +218,14 @@
       ctx.moveTo(L, T + ph);
       var lastY = T + ph;
       for (var k = 0; k < s.x.length; k++) {
-        var x = L + s.x[k] / span * pw, y = T + ph - Math.min(1, s.y[k] / ymax) * ph;
+        var x = f.x(s.x[k]), y = f.y(s.y[k]);
         if (step) ctx.lineTo(x, lastY);
         ctx.lineTo(x, y);
         lastY = y;
       }
       if (step) ctx.lineTo(L + pw, lastY);
       ctx.stroke();
-      ctx.lineTo(step ? L + pw : L + s.x[s.x.length - 1] / span * pw, T + ph);
+      ctx.lineTo(step ? L + pw : f.x(s.x[s.x.length - 1]), T + ph);
       ctx.closePath();
       ctx.fill();
       var item = el('span', null, s.label);
@@ -225,11 +235,18 @@
     c.canvas.setAttribute('data-series', String(series.length));
   }
 
+  // The memory axis: four steps of a power of two (0, 128, 256, 384, 512 MiB; 0, 2, 4, 6, 8 B),
+  // so that every label is exact and the peak sits below the top.
+  function memoryTop(peak) {
+    return 4 * Math.pow(2, Math.max(0, Math.ceil(Math.log2(Math.max(1, peak * 1.05) / 4))));
+  }
+
   function charts(root, data) {
-    var tl = data.timeline, grid = el('div', 'charts');
+    var tl = data.timeline, grid = el('div', 'charts'), owners = data.memory_by_owner || [];
     root.appendChild(grid);
     var u = chartCanvas(grid, 'util-canvas', 'GPU utilisation (busy fraction per ' + fmt.dur(data.util.bin_ns) + ')');
-    var m = chartCanvas(grid, 'memory-canvas', 'Device memory in use');
+    // Runs with the owners of their memory draw it stacked by owner; older ones as a line.
+    var m = owners.length ? null : chartCanvas(grid, 'memory-canvas', 'Device memory in use');
     var useries = data.util.devices.map(function (d) {
       var x = [], y = [];
       d.busy.forEach(function (b, i) { x.push((i + 0.5) * data.util.bin_ns); y.push(b / data.util.bin_ns); });
@@ -242,16 +259,118 @@
     });
     function draw() {
       u.legend.textContent = '';
-      m.legend.textContent = '';
       drawChart(u, tl.span_ns, 1, function (v) { return Math.round(v * 100) + '%'; }, useries, false, 'no GPU activity recorded');
-      // The memory axis: four steps of a power of two (0, 128, 256, 384, 512 MiB; 0, 2, 4, 6,
-      // 8 B), so that every label is exact and the peak sits below the top.
-      var mstep = Math.pow(2, Math.max(0, Math.ceil(Math.log2(Math.max(1, peak * 1.05) / 4))));
-      drawChart(m, tl.span_ns, 4 * mstep, fmt.bytes, mseries, true, 'no device allocation recorded');
+      if (!m) return;
+      m.legend.textContent = '';
+      drawChart(m, tl.span_ns, memoryTop(peak), fmt.bytes, mseries, true, 'no device allocation recorded');
     }
     draw();
     window.addEventListener('resize', draw);
+    owners.forEach(function (s, i) { ownerChart(grid, tl.span_ns, s, 'memory-owner-' + i); });
+    if (data.memory_by_owner_total > owners.length)
+      grid.appendChild(el('p', 'note', 'Memory by owner: the ' + owners.length + ' highest peaks of ' +
+        data.memory_by_owner_total + ' processes and devices.'));
     counterCharts(grid, data);
+  }
+
+  // ---- Device memory by owner (docs/html.md): per process and device, the bytes each owner
+  // held as stacked areas (the largest owner at the peak at the bottom, "other owners" grey on
+  // top), the peak marked; a click shows what was live at the peak.
+  var OTHER_OWNERS = '#aab1bd';
+  function ownerChart(grid, span, s, id) {
+    var c = chartCanvas(grid, id, 'Device memory by owner: ' + s.label);
+    var n = s.owners.length, other = false, box = c.canvas.parentNode;
+    for (var k = n - 1; k < s.bytes.length; k += n) if (s.bytes[k] > 0) other = true;
+    var colors = s.owners.map(function (o, j) { return j === n - 1 ? OTHER_OWNERS : SERIES[j % SERIES.length]; });
+    s.owners.forEach(function (o, j) {
+      if (j === n - 1 && !other) return;
+      var item = el('span', null, o);
+      item.style.setProperty('--c', colors[j]);
+      c.legend.appendChild(item);
+    });
+    var detail = el('div', 'mem-peak');
+    detail.id = id + '-peak';
+    box.appendChild(detail);
+    c.canvas.classList.add('clickable');
+    c.canvas.title = 'click: what was live at the peak';
+    c.canvas.addEventListener('click', function () {
+      if (detail.firstChild) { while (detail.firstChild) detail.removeChild(detail.firstChild); return; }
+      peakDetail(detail, s);
+    });
+    var draw = function () { drawStacked(c, span, s, colors); };
+    draw();
+    window.addEventListener('resize', draw);
+  }
+
+  function drawStacked(c, span, s, colors) {
+    var f = chartFrame(c, 220, span, memoryTop(s.peak_bytes), fmt.bytes, true), ctx = f.ctx;
+    var n = s.owners.length, m = s.t.length, base = f.y(0), right = f.L + f.pw;
+    // Painter's order: the area under each owner's running sum, the top layer first; each value
+    // holds until the next point.
+    for (var j = n - 1; j >= 0; j--) {
+      ctx.fillStyle = colors[j];
+      ctx.beginPath();
+      ctx.moveTo(f.L, base);
+      var lastY = base;
+      for (var i = 0; i < m; i++) {
+        for (var k = 0, sum = 0; k <= j; k++) sum += s.bytes[i * n + k];
+        var x = f.x(s.t[i]), y = f.y(sum);
+        ctx.lineTo(x, lastY);
+        ctx.lineTo(x, y);
+        lastY = y;
+      }
+      ctx.lineTo(right, lastY);
+      ctx.lineTo(right, base);
+      ctx.closePath();
+      ctx.fill();
+    }
+    var px = Math.round(f.x(s.peak_t)) + 0.5, label = 'peak ' + peakBytes(s.peak_bytes) + ' at ' + fmt.dur(s.peak_t);
+    ctx.strokeStyle = '#1d2430';
+    ctx.lineWidth = 1;
+    ctx.setLineDash([4, 3]);
+    ctx.beginPath(); ctx.moveTo(px, f.T); ctx.lineTo(px, base); ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.font = '600 11px system-ui, sans-serif';
+    var w = ctx.measureText(label).width, lx = px + 6 + w > right ? px - 6 - w : px + 6;
+    ctx.fillStyle = 'rgba(255, 255, 255, 0.85)';
+    ctx.fillRect(lx - 3, f.T, w + 6, 16);
+    ctx.fillStyle = '#1d2430';
+    ctx.fillText(label, lx, f.T + 8);
+    c.canvas.setAttribute('data-series', String(n));
+    c.canvas.setAttribute('data-peak', label);
+  }
+
+  function peakBytes(b) { return b >= 1073741824 ? (b / 1073741824).toFixed(2) + ' GiB' : fmt.bytes(b); }
+
+  // What was live at the peak: the owners (PyTorch's categories when joined) with their bytes
+  // and share, the rest of the live bytes when the list is cut, then the largest allocations.
+  function peakDetail(box, s) {
+    var p = s.at_peak;
+    if (!p) { box.appendChild(el('p', 'empty', 'The state at the peak was not recorded.')); return; }
+    var text = 'At the peak (' + fmt.dur(s.peak_t) + (p.range ? ', in ' + p.range : '') + '): ' +
+      peakBytes(p.live_bytes) + ' live' + (p.capacity_bytes ? ' of the GPU\'s ' + fmt.bytes(p.capacity_bytes) : '') +
+      (p.owners_by === 'owner' ? '; the caching allocator\'s share by PyTorch\'s categories (' + p.torch_moment + ')' : '');
+    box.appendChild(el('p', 'note', text));
+    var listed = 0, rows = p.owners.map(function (o) { listed += o.live_bytes; return [o.name, o.live_bytes]; });
+    if (p.live_bytes > listed) rows.push(['the rest', p.live_bytes - listed]);
+    smallTable(box, ['owner', 'live', 'share'], [1, 0, 0], rows.map(function (r) {
+      return [r[0], fmt.bytes(r[1]), p.live_bytes > 0 ? fmt.pct(r[1] / p.live_bytes) : '-'];
+    }));
+    smallTable(box, ['largest live allocations', 'owner', 'range'], [0, 1, 1], p.largest.map(function (a) {
+      return [fmt.bytes(a.bytes), a.owner, a.range || '(no range)'];
+    }));
+  }
+
+  function smallTable(box, head, text, rows) {
+    var table = el('table', 'kprof-table'), tr = el('tr');
+    head.forEach(function (h, i) { tr.appendChild(el('th', text[i] ? 'text' : null, h)); });
+    table.appendChild(el('thead')).appendChild(tr);
+    var body = table.appendChild(el('tbody'));
+    rows.forEach(function (r) {
+      var row = body.appendChild(el('tr'));
+      r.forEach(function (v, i) { row.appendChild(el('td', text[i] ? 'text' : null, v)); });
+    });
+    box.appendChild(table);
   }
 
   // Hardware counters (docs/counters.md): PM sampling's tracks, % of peak over time, and the

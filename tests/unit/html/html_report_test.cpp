@@ -113,6 +113,19 @@ TEST_P(HtmlRecordings, DataHoldsEveryItemOfTheRun) {
   size_t mem = 0;
   for (const auto& d : doc["memory"]["devices"]) mem += d["t"].size();
   EXPECT_EQ(mem, l->an.memory_timeline.size());
+  // Memory by owner: the analysis's series (at most 16), each with its owners as columns, the
+  // last "other owners", and one row of bytes per point.
+  const json& by_owner = doc.at("memory_by_owner");
+  EXPECT_EQ(doc.at("memory_by_owner_total"), l->an.memory.series.size());
+  ASSERT_EQ(by_owner.size(), std::min<size_t>(l->an.memory.series.size(), 16));
+  for (size_t i = 0; i < by_owner.size(); ++i) {
+    const json& s = by_owner[i];
+    ASSERT_FALSE(s["owners"].empty());
+    EXPECT_EQ(s["owners"].back(), "other owners");
+    EXPECT_EQ(s["owners"].size(), l->an.memory.series[i].owners.size());
+    EXPECT_EQ(s["bytes"].size(), s["owners"].size() * s["t"].size());
+    EXPECT_EQ(s["peak_bytes"], l->an.memory.series[i].peak_bytes);
+  }
   // Utilisation: busy time per device adds up to the run's busy time (one device here).
   uint64_t busy = 0;
   for (const auto& d : doc["util"]["devices"])
@@ -128,6 +141,97 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, HtmlRecordings,
                                            "tests/fixtures/gpu/memcpy_kinds",
                                            "tests/fixtures/gpu/nvtx_threads",
                                            "tests/fixtures/gpu/pytorch_stack"));
+
+// The stacked memory chart's data (docs/html.md) for a PyTorch training run recorded on an H200:
+// the owners and the peak `kprof report --by memory` gives, over time on the run's axis.
+TEST(HtmlMemory, ByOwnerHoldsTheSeriesAndWhatWasLiveAtThePeak) {
+  auto l = Load(Src("tests/fixtures/gpu/memory_torch_train"));
+  const json doc = json::parse(HtmlReportData(*l->tl, l->hints, HtmlOptions{}));
+  EXPECT_EQ(doc.at("memory_by_owner_total"), 1);
+  ASSERT_EQ(doc.at("memory_by_owner").size(), 1u);
+  const json& s = doc["memory_by_owner"][0];
+  EXPECT_EQ(s["pid"], 785);
+  EXPECT_EQ(s["rank"], -1);
+  EXPECT_EQ(s["device"], 0);
+  EXPECT_EQ(s["label"], "dev 0 NVIDIA H200 · pid 785");
+  const std::vector<std::string> owners = {
+      "PyTorch caching allocator (libc10_cuda.so)",
+      "cuBLAS (libcublas.so.13)",
+      "static memory (module globals) of libtorch_cuda.so",
+      "cuDNN (libcudnn_graph.so.9)",
+      "static memory (module globals) of libcudnn_engines_runtime_compiled.so.9",
+      "static memory (module globals) of libcublasLt.so.13",
+      "other owners"};
+  EXPECT_EQ(s["owners"].get<std::vector<std::string>>(), owners);
+  EXPECT_EQ(s["peak_bytes"], 1380473160);
+  EXPECT_EQ(s["peak_t"], 8725399668u);  // after the run's start, as the other timeline data
+  // The points: after the run's start, ascending; the highest total is the peak, at its time.
+  const MemorySeries& want = l->an.memory.series.at(0);
+  ASSERT_EQ(s["t"].size(), want.t_ns.size());
+  ASSERT_EQ(s["bytes"].size(), owners.size() * want.t_ns.size());
+  int64_t highest = 0;
+  uint64_t highest_t = 0;
+  for (size_t i = 0; i < want.t_ns.size(); ++i) {
+    EXPECT_EQ(s["t"][i], want.t_ns[i] - l->an.summary.start_ns);
+    if (i > 0) {
+      EXPECT_GE(s["t"][i], s["t"][i - 1]);
+    }
+    int64_t total = 0;
+    for (size_t k = 0; k < owners.size(); ++k)
+      total += s["bytes"][i * owners.size() + k].get<int64_t>();
+    if (total > highest) {
+      highest = total;
+      highest_t = s["t"][i];
+    }
+    EXPECT_EQ(s["bytes"][i * owners.size() + owners.size() - 1], 0);  // six owners: none other
+  }
+  EXPECT_EQ(highest, 1380473160);
+  EXPECT_EQ(highest_t, 8725399668u);
+  // What was live at the peak: PyTorch's categories joined (the report cuts the owners to 5).
+  const json& p = s["at_peak"];
+  EXPECT_EQ(p["live_bytes"], 1380473160);
+  EXPECT_EQ(p["capacity_bytes"], 150109880320u);
+  EXPECT_EQ(p["range"], "aten::_log_softmax_backward_data");
+  EXPECT_EQ(p["torch_moment"], "reserved_peak");
+  EXPECT_EQ(p["owners_by"], "owner");
+  const std::vector<std::pair<std::string, int64_t>> owners_at_peak = {
+      {"activations (PyTorch)", 610308608},
+      {"cached, unused (PyTorch caching allocator)", 242813952},
+      {"optimizer state (PyTorch)", 174342144},
+      {"cuBLAS (libcublas.so.13)", 134481920},
+      {"other tensors (PyTorch)", 134218240}};
+  ASSERT_EQ(p["owners"].size(), owners_at_peak.size());
+  for (size_t i = 0; i < owners_at_peak.size(); ++i) {
+    EXPECT_EQ(p["owners"][i]["name"], owners_at_peak[i].first);
+    EXPECT_EQ(p["owners"][i]["live_bytes"], owners_at_peak[i].second);
+  }
+  ASSERT_EQ(p["largest"].size(), 5u);
+  EXPECT_EQ(p["largest"][0]["bytes"], 138412032);
+  EXPECT_EQ(p["largest"][0]["owner"], "PyTorch caching allocator (libc10_cuda.so)");
+  EXPECT_EQ(p["largest"][0]["range"], "aten::sum");
+  EXPECT_EQ(p["largest"][1]["bytes"], 134217728);
+  EXPECT_EQ(p["largest"][1]["range"], "aten::_log_softmax_backward_data");
+}
+
+// A run whose library CUPTI did not name for its allocations (the bundled run, format before
+// 1.5) still gets its series, with what was live at the peak by library.
+TEST(HtmlMemory, ByLibraryWithoutPyTorchsCategories) {
+  auto l = Load(Src("examples/default-run"));
+  const json doc = json::parse(HtmlReportData(*l->tl, l->hints, HtmlOptions{}));
+  ASSERT_EQ(doc.at("memory_by_owner").size(), 1u);
+  const json& s = doc["memory_by_owner"][0];
+  const std::vector<std::string> owners = {"(library not recorded)",
+                                           "static memory (module globals)", "other owners"};
+  EXPECT_EQ(s["owners"].get<std::vector<std::string>>(), owners);
+  EXPECT_EQ(s["peak_bytes"], 350497084);
+  EXPECT_EQ(s["at_peak"]["owners_by"], "library");
+  ASSERT_EQ(s["at_peak"]["owners"].size(), 2u);
+  EXPECT_EQ(s["at_peak"]["owners"][0]["name"], "(library not recorded)");
+  EXPECT_EQ(s["at_peak"]["owners"][0]["live_bytes"], 350488576);
+  EXPECT_EQ(s["at_peak"]["owners"][1]["live_bytes"], 8508);
+  EXPECT_EQ(s["at_peak"]["range"], "");
+  EXPECT_EQ(s["at_peak"]["largest"][0]["range"], "aten::addmm");
+}
 
 TEST(HtmlPage, HoldsTheDataAndOnlyThePagesOwnScripts) {
   auto l = Load(Src("examples/default-run"));
