@@ -5,7 +5,8 @@ for each run directory, from `kprof report --format json`:
     and max_memory_reserved, the replayed history's peaks, and the categories at the allocated
     peak (their sum against max_memory_allocated);
   - at each driver-level peak: the share of its bytes with an owner (PyTorch's allocator split
-    by category, the other libraries as themselves; "not matched" is no owner).
+    by category, the other libraries as themselves; "not matched" and "(library not recorded)"
+    are no owner).
 Prints one line per finding and exits 1 when a ratio falls outside 1% (or owners below 99%).
 
     python3 scripts/memory_check.py KPROF RUN_DIR...
@@ -53,7 +54,10 @@ def main():
             owners = s.get("by_owner")
             if owners is None:
                 continue
-            owned = sum(o["live_bytes"] for o in owners if "not matched" not in o["owner"])
+            # An owner is a named library or one of PyTorch's categories: "not matched" and
+            # "(library not recorded)" (CUPTI named no library) are not.
+            owned = sum(o["live_bytes"] for o in owners
+                        if "not matched" not in o["owner"] and "not recorded" not in o["owner"])
             share = owned / max(1, s["live_bytes"])
             bad += 0 if share >= 0.99 else 1
             top = ", ".join(f"{o['owner']} {o['live_bytes'] / 2**20:.1f} MiB" for o in owners[:6])
