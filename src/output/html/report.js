@@ -280,6 +280,7 @@
   function ownerChart(grid, span, s, id) {
     var c = chartCanvas(grid, id, 'Device memory by owner: ' + s.label);
     var n = s.owners.length, other = false, box = c.canvas.parentNode;
+    if (!n) return;
     for (var k = n - 1; k < s.bytes.length; k += n) if (s.bytes[k] > 0) other = true;
     var colors = s.owners.map(function (o, j) { return j === n - 1 ? OTHER_OWNERS : SERIES[j % SERIES.length]; });
     s.owners.forEach(function (o, j) {
