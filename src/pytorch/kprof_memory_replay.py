@@ -208,6 +208,12 @@ def _sums(trace, of_entry, alloc0, reserved0):
     return peak_a, peak_a_i, peak_r, peak_r_i, seg_points
 
 
+def _segment_list(segs):
+    """The payload's segments: (address, size) keys of `segs` in their order, the latest
+    MAX_SEGMENTS."""
+    return [list(x) for x in list(segs)[-MAX_SEGMENTS:]]
+
+
 def summarize_device(device, trace, segments_end, notes, end_owners, stats, max_entries,
                      when="exit", requested=0, now_us=None, t_start=-_INF):
     """One device's payload: the peaks PyTorch counted, the replayed history's moments (the
@@ -276,7 +282,7 @@ def summarize_device(device, trace, segments_end, notes, end_owners, stats, max_
     for seg in segments_end:
         if not seg.get("is_expandable"):  # mapped (cuMemMap): no cudaMalloc for CUPTI to see
             segs[(seg.get("address", 0), seg.get("total_size", 0))] = None
-    out["segments"] = [list(x) for x in list(segs)[-MAX_SEGMENTS:]]
+    out["segments"] = _segment_list(segs)
     # What expandable segments would have reserved: replayed on a history from CUDA's start.
     conf = out["alloc_conf"].lower().replace(" ", "")
     if (t_start == -_INF and out["complete"] and "expandable_segments:true" not in conf and
@@ -430,7 +436,7 @@ def merge_windows(past, cur, windows, unrecorded_steps):
     out = dict(cur, moments=keep, windows=windows, unrecorded_steps=unrecorded_steps)
     segs = dict.fromkeys(map(tuple, past.get("segments", [])))
     segs.update(dict.fromkeys(map(tuple, cur.get("segments", []))))
-    out["segments"] = [list(x) for x in list(segs)[-MAX_SEGMENTS:]]
+    out["segments"] = _segment_list(segs)
     out["entries"] = past["entries"] + cur["entries"]
     out["replayed_max_allocated"] = max(past["replayed_max_allocated"],
                                         cur["replayed_max_allocated"])
