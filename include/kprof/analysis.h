@@ -233,6 +233,8 @@ struct AnalysisOptions {
   enum class Sort { Gpu, Calls, Cpu, Name } sort = Sort::Gpu;
   bool timeline = false;   ///< fill Analysis::memory_timeline
   bool all_views = false;  ///< also fill Analysis::paths, streams and devices (one pass)
+  /// Analysis::memory's owner lists uncut, as with --by memory (kprof export's owner tables).
+  bool every_memory_owner = false;
 };
 
 struct Hint;  // kprof/hints.h

@@ -13,6 +13,7 @@
 namespace kprof {
 
 struct Timeline;
+struct ProcessTimeline;
 
 /// Bytes one owner held, and what it allocated over the run (or up to the failure).
 struct MemoryOwner {
@@ -37,6 +38,26 @@ inline constexpr size_t kTorchCategories = 5;
 /// "parameters", "gradients", "optimizer state", "activations", "other tensors".
 std::string_view TorchCategoryName(size_t i);
 
+/// A caching allocator block live at a moment (after the last optimizer step, at a peak).
+struct StepEndBlock {
+  uint64_t t_ns = 0;  ///< when it was allocated (0: before the history's window began)
+  int64_t bytes = 0;
+  uint8_t category = 0;  ///< as TorchCategoryName
+};
+
+/// Bytes live at a moment, by where they were allocated.
+struct StepEndOwner {
+  /// The op range open at the allocation (the innermost, on any thread, but an op that only
+  /// allocates, aten::empty_strided, gives its enclosing op; "(no range)" outside
+  /// any, "(made before the history's window)", "(smaller blocks)" for the blocks not listed).
+  std::string op;
+  std::string module;  ///< the innermost nn.Module call open then ("" when none)
+  uint8_t category = 0;
+  int64_t bytes = 0;
+  uint64_t blocks = 0;
+};
+inline constexpr size_t kStepEndOwners = 32;
+
 /// The caching allocator at one moment of its replayed history.
 struct TorchMoment {
   /// "allocated_peak", "reserved_peak", "segment" (a segment change near the reserved peak),
@@ -44,13 +65,22 @@ struct TorchMoment {
   std::string kind;
   uint64_t t_ns = 0;  ///< on the run's clock (both are the realtime clock)
   int64_t allocated = 0, reserved = 0;
-  std::array<int64_t, kTorchCategories> bytes{};         ///< live blocks by category
+  std::array<int64_t, kTorchCategories> bytes{};  ///< live blocks by category
+  /// Of the other tensors, the bytes made in the step before this moment's (they outlived one
+  /// optimizer step and were freed before the next): a step's outputs kept into the next.
+  int64_t kept = 0;
+  std::vector<StepEndBlock> kept_blocks;  ///< the largest of them (category: other tensors)
+  std::vector<StepEndOwner> kept_by_op;   ///< kept_blocks by op and module (SummarizeMemory)
   std::vector<std::pair<int64_t, std::string>> largest;  ///< bytes, category
   bool Is(std::string_view k) const;
   /// "parameters 80.1 MiB, optimizer state 166.3 MiB, ..." for the categories holding bytes,
   /// but category `skip`; "" when none does.
   std::string Categories(size_t skip = kTorchCategories) const;
 };
+
+/// The categories whose storages the layer counts by dtype (parameters, gradients, optimizer
+/// state: TorchCategoryName's first three).
+inline constexpr size_t kDtypeCategories = 3;
 
 /// What kprof's PyTorch layer found in one process's caching allocator on one device, at the
 /// program's exit or at an out-of-memory error (docs/memory.md "PyTorch's categories").
@@ -86,7 +116,22 @@ struct TorchMemory {
   /// library CUPTI named (it names libcudart for a DDP rank's).
   std::vector<std::pair<uint64_t, uint64_t>> segments;
   std::vector<TorchMoment> moments;
+  /// The blocks live just after the last optimizer step the history saw (step_end_t_ns; 0 and
+  /// empty when it saw none): the largest, largest first, and the rest summed.
+  uint64_t step_end_t_ns = 0;
+  std::vector<StepEndBlock> step_end;
+  int64_t step_end_rest_bytes = 0;
+  uint64_t step_end_rest_blocks = 0;
+  int64_t step_end_live_bytes = 0;  ///< the blocks listed and the rest
+  /// step_end by the op and module of each block's allocation, most bytes first (at most
+  /// kStepEndOwners): filled by SummarizeMemory, which has the op ranges.
+  std::vector<StepEndOwner> step_end_by_op;
+  /// Bytes of the storages of parameters, gradients and optimizer state by dtype ("float32",
+  /// "bfloat16", ...) at the latest optimizer step the history saw, most bytes first.
+  std::array<std::vector<std::pair<std::string, int64_t>>, kDtypeCategories> dtypes;
   const TorchMoment* Find(std::string_view kind) const;
+  /// The bytes of category `c` (< kDtypeCategories) held in `dtype`.
+  int64_t DtypeBytes(size_t c, std::string_view dtype) const;
   /// The number of the optimizer step `steps` starts at (the layer keeps the last 1024).
   uint64_t FirstStep() const {
     return steps_total > steps.size() ? steps_total - steps.size() + 1 : 1;
@@ -115,6 +160,9 @@ struct MemoryState {
   /// bytes equal what CUPTI saw the allocator hold (torch_matched).
   std::string torch_moment;
   bool torch_matched = false;
+  /// The joined moment's time, and when its payload was written (TorchMemory::t_ns: with pid and
+  /// device, which payload of MemorySummary::torch); 0 when none was joined.
+  uint64_t torch_moment_t_ns = 0, torch_t_ns = 0;
   std::vector<MemoryOwner> by_range;    ///< by the innermost op range of the allocating call
   std::vector<LiveAllocation> largest;  ///< the largest live allocations, largest first
   std::string range;  ///< the op range open when the peak was reached ("" = none, or a failure)
@@ -152,7 +200,8 @@ struct MemorySeries {
   std::vector<std::string> owners;  ///< the columns; the last is "other owners"
   std::vector<uint64_t> t_ns;       ///< the points' times, ascending
   /// Per point, the bytes held by each owner (owners.size() values a point): thinned to at most
-  /// kSeriesPoints points, each the moment of a time bin when the most was held.
+  /// kSeriesPoints points, each the moment of a time bin when the most was held, and the last
+  /// the state after the last event (what was still held at the end).
   std::vector<int64_t> bytes;
   uint64_t peak_t_ns = 0;  ///< the peak of MemorySummary::peaks for this process and device
   int64_t peak_bytes = 0;
@@ -161,11 +210,12 @@ inline constexpr size_t kSeriesOwners = 8, kSeriesPoints = 1000;
 
 struct MemorySummary {
   std::vector<MemoryState> peaks;          ///< per process and device, the highest first
-  std::vector<MemorySeries> series;        ///< per process and device, in the order of peaks
+  std::vector<MemorySeries> series;        ///< series[i]: how peaks[i]'s process got there
   std::vector<FailedAllocation> failures;  ///< in time order
   std::vector<TorchMemory> torch;          ///< the PyTorch layer's findings, in time order
   uint64_t sourced_allocations = 0;        ///< allocations whose library CUPTI named
   uint64_t allocations = 0;                ///< device allocations recorded
+  size_t top = 5;                          ///< the lists' cap (SIZE_MAX: every owner)
 };
 
 /// Owners and peaks of every process and device of `tl`; `top` caps each list of owners and of
@@ -173,6 +223,10 @@ struct MemorySummary {
 MemorySummary SummarizeMemory(const Timeline& tl, size_t top = 5);
 
 namespace detail {
+/// Fills tm.step_end_by_op and each moment's kept_by_op: each block by the op range and module
+/// open when it was allocated (the innermost begun last, on any of the process's threads:
+/// backward ops run on autograd's threads).
+void StepEndByOp(const ProcessTimeline& t, TorchMemory& tm);
 /// Fills s.by_owner from s.by_library (uncut) and the PyTorch layer's moment of the same process
 /// and device that matches it: the one whose reserved bytes equal the caching allocator's share,
 /// nearest in time; none when no moment matches.

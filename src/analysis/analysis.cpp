@@ -162,7 +162,8 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
   totals.Finish();
   // Hardware counters: each measured kernel's class, and (in the views) each group's.
   an.counters = detail::SummarizeCounters(tl);
-  an.memory = SummarizeMemory(tl, opts.by == GroupBy::Memory ? SIZE_MAX : 5);
+  an.memory =
+      SummarizeMemory(tl, opts.by == GroupBy::Memory || opts.every_memory_owner ? SIZE_MAX : 5);
   for (auto& v : views) v->Finish(an);
 
   // The rows of one view, unfiltered and unsorted.

@@ -140,7 +140,8 @@ class Replay {
     for (size_t& c : column) c = std::min(c, cols - 1);
     out.owners.emplace_back("other owners");
     const uint64_t t0 = events_.front().r->start_ns;
-    const uint64_t width = (events_.back().r->start_ns - t0) / kSeriesPoints + 1;
+    // kSeriesPoints - 1 bins, then the state after the last event (what was still held).
+    const uint64_t width = (events_.back().r->start_ns - t0) / (kSeriesPoints - 1) + 1;
     std::unordered_map<uint64_t, std::pair<int64_t, size_t>> live;  // address -> bytes, column
     std::vector<int64_t> held(cols, 0), best;
     int64_t total = 0, best_total = -1;
@@ -178,6 +179,12 @@ class Replay {
       }
     }
     flush();
+    if (out.t_ns.back() != events_.back().r->start_ns ||
+        !std::equal(held.begin(), held.end(),
+                    out.bytes.end() - static_cast<std::ptrdiff_t>(cols))) {
+      out.t_ns.push_back(events_.back().r->start_ns);
+      out.bytes.insert(out.bytes.end(), held.begin(), held.end());
+    }
   }
 
   // The number of events strictly before time `t`.
@@ -252,7 +259,11 @@ class Replay {
   uint32_t OwnerOf(const Record& r) {
     const auto mk = static_cast<MemKind>(r.c);
     const bool is_static = mk == MemKind::DeviceStatic || mk == MemKind::ManagedStatic;
-    const uint64_t key = r.name | (is_static ? 1ull << 32 : 0);
+    // An allocation whose library CUPTI did not name is told apart by the call that made it.
+    const Record* api =
+        is_static || r.name != 0 ? nullptr : t_.index.api_by_correlation.Find(r.correlation);
+    const uint64_t key =
+        api != nullptr ? api->name | 2ull << 32 : r.name | (is_static ? 1ull << 32 : 0);
     if (auto it = owner_of_.find(key); it != owner_of_.end()) return it->second;
     std::string name;
     if (is_static) {
@@ -263,6 +274,7 @@ class Replay {
       name = LibraryOwner(p_.Name(r));
     } else {
       name = kUnknownOwner;
+      if (api != nullptr && api->name != 0) name += " from " + p_.Name(*api);
     }
     const uint32_t id = Intern(name);
     owner_of_.emplace(key, id);
@@ -345,6 +357,7 @@ std::string LibraryOwner(const std::string& path) {
 
 MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
   MemorySummary out;
+  out.top = top;
   for (const ProcessTimeline& t : tl.processes) {
     const ProcessTrace& p = *t.process;
     std::map<uint16_t, std::vector<Event>> by_device;
@@ -381,6 +394,7 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
         if (r.name != 0) ++out.sourced_allocations;
       }
     }
+    for (size_t i = torch_from; i < out.torch.size(); ++i) detail::StepEndByOp(t, out.torch[i]);
     // This process's PyTorch findings, in time order.
     std::vector<TorchMemory> torch(out.torch.begin() + static_cast<std::ptrdiff_t>(torch_from),
                                    out.torch.end());
@@ -434,9 +448,10 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
       s.partial = windows;
       // The state of the first failures and of the last (a replay each): a program that probes
       // with failing calls is not replayed once per call.
-      f.described = !f.pinned_host && (i < kDescribedFailures || i + 1 == failed.size());
       auto it = replays.find(s.device);
-      if (f.described && it != replays.end()) {
+      f.described = !f.pinned_host && it != replays.end() &&
+                    (i < kDescribedFailures || i + 1 == failed.size());
+      if (f.described) {
         it->second.Run(it->second.Before(r->start_ns));
         it->second.Describe(s, top);
         Finish(s, torch, top);
@@ -446,12 +461,20 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
   }
   std::stable_sort(out.torch.begin(), out.torch.end(),
                    [](const TorchMemory& a, const TorchMemory& b) { return a.t_ns < b.t_ns; });
-  std::stable_sort(
-      out.peaks.begin(), out.peaks.end(),
-      [](const MemoryState& a, const MemoryState& b) { return a.live_bytes > b.live_bytes; });
-  std::stable_sort(
-      out.series.begin(), out.series.end(),
-      [](const MemorySeries& a, const MemorySeries& b) { return a.peak_bytes > b.peak_bytes; });
+  // The peaks, highest first, each with its series at the same index.
+  std::vector<size_t> order(out.peaks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return out.peaks[a].live_bytes > out.peaks[b].live_bytes;
+  });
+  std::vector<MemoryState> peaks;
+  std::vector<MemorySeries> series;
+  for (size_t i : order) {
+    peaks.push_back(std::move(out.peaks[i]));
+    series.push_back(std::move(out.series[i]));
+  }
+  out.peaks = std::move(peaks);
+  out.series = std::move(series);
   std::stable_sort(out.failures.begin(), out.failures.end(),
                    [](const FailedAllocation& a, const FailedAllocation& b) {
                      return a.state.t_ns < b.state.t_ns;

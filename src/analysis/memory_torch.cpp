@@ -5,11 +5,15 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "analysis/accumulators.h"
+#include "analysis/views/view.h"
 #include "kprof/analysis.h"
 #include "kprof/memory.h"
+#include "kprof/timeline.h"
 
 namespace kprof {
 namespace {
@@ -60,6 +64,17 @@ TorchMoment Moment(const Json& m) {
   t.t_ns = Ns(Int(m, "t_us"));
   t.allocated = Int(m, "allocated");
   t.reserved = Int(m, "reserved");
+  t.kept = Int(m, "kept");
+  if (const auto k = m.find("kept_blocks"); k != m.end() && k->is_array())
+    for (const Json& x : *k) {
+      if (t.kept_blocks.size() == kMaxLargest) break;
+      if (!x.is_array() || x.size() != 2 || !x[1].is_number_integer()) continue;
+      StepEndBlock b;
+      if (x[0].is_number_integer()) b.t_ns = Ns(std::max<int64_t>(0, x[0].get<int64_t>()));
+      b.bytes = std::max<int64_t>(0, x[1].get<int64_t>());
+      b.category = kTorchCategories - 1;
+      t.kept_blocks.push_back(b);
+    }
   if (const auto c = m.find("categories"); c != m.end() && c->is_object())
     for (size_t i = 0; i < kTorchCategories; ++i)
       t.bytes[i] = Int(*c, std::string(kCategoryKeys[i]).c_str());
@@ -75,6 +90,50 @@ TorchMoment Moment(const Json& m) {
       t.largest.emplace_back(std::max<int64_t>(0, x[0].get<int64_t>()), name.substr(0, 64));
     }
   return t;
+}
+
+// Bounds on the step-end blocks and dtypes a payload may carry (the layer lists 256 blocks).
+constexpr size_t kMaxStepEndBlocks = 1024, kMaxDtypes = 32;
+
+void ParseStepEnd(const Json& j, TorchMemory& t) {
+  const auto e = j.find("step_end");
+  if (e == j.end() || !e->is_object()) return;
+  t.step_end_t_ns = Ns(Int(*e, "t_us"));
+  t.step_end_rest_bytes = Int(*e, "rest_bytes");
+  t.step_end_rest_blocks = static_cast<uint64_t>(Int(*e, "rest_blocks"));
+  t.step_end_live_bytes = t.step_end_rest_bytes;
+  const auto b = e->find("blocks");
+  if (b == e->end() || !b->is_array()) return;
+  for (const Json& x : *b) {
+    if (t.step_end.size() == kMaxStepEndBlocks) break;
+    if (!x.is_array() || x.size() != 3 || !x[1].is_number_integer() || !x[2].is_string()) continue;
+    StepEndBlock blk;
+    if (x[0].is_number_integer()) blk.t_ns = Ns(std::max<int64_t>(0, x[0].get<int64_t>()));
+    blk.bytes = std::max<int64_t>(0, x[1].get<int64_t>());
+    const std::string key = x[2].get<std::string>();
+    blk.category = kTorchCategories - 1;  // an unknown category: other tensors
+    for (size_t i = 0; i < kTorchCategories; ++i)
+      if (key == kCategoryKeys[i]) blk.category = static_cast<uint8_t>(i);
+    t.step_end.push_back(blk);
+    detail::SatAdd(t.step_end_live_bytes, blk.bytes);
+  }
+}
+
+void ParseDtypes(const Json& j, TorchMemory& t) {
+  const auto d = j.find("dtypes");
+  if (d == j.end() || !d->is_object()) return;
+  for (size_t c = 0; c < kDtypeCategories; ++c) {
+    const auto by = d->find(std::string(kCategoryKeys[c]));
+    if (by == d->end() || !by->is_object()) continue;
+    auto& out = t.dtypes[c];
+    for (const auto& [name, bytes] : by->items()) {
+      if (out.size() == kMaxDtypes) break;
+      if (bytes.is_number_integer())
+        out.emplace_back(name.substr(0, 32), std::max<int64_t>(0, bytes.get<int64_t>()));
+    }
+    std::stable_sort(out.begin(), out.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+  }
 }
 
 const MemoryOwner* TorchOwner(const MemoryState& s) {
@@ -107,6 +166,13 @@ std::string TorchMoment::Categories(size_t skip) const {
       out += fmt::format("{}{} {}", out.empty() ? "" : ", ", kCategoryNames[i],
                          FormatBytes(static_cast<uint64_t>(bytes[i])));
   return out;
+}
+
+int64_t TorchMemory::DtypeBytes(size_t c, std::string_view dtype) const {
+  if (c >= kDtypeCategories) return 0;
+  for (const auto& [name, bytes] : dtypes[c])
+    if (name == dtype) return bytes;
+  return 0;
 }
 
 const TorchMoment* TorchMemory::Find(std::string_view kind) const {
@@ -160,6 +226,8 @@ std::optional<TorchMemory> ParseTorchMemory(std::string_view mark) {
       if (t.moments.size() == kMaxMoments) break;
       if (x.is_object()) t.moments.push_back(Moment(x));
     }
+  ParseStepEnd(j, t);
+  ParseDtypes(j, t);
   return t;
 }
 
@@ -172,6 +240,7 @@ void JoinTorchMemory(MemoryState& s, const std::vector<TorchMemory>& torch) {
   // allocator hold, nearest in time. One that holds other bytes (a history that lost that part)
   // says nothing about these: no split then.
   const TorchMoment* best = nullptr;
+  const TorchMemory* from = nullptr;
   uint64_t best_dt = UINT64_MAX;
   for (const TorchMemory& t : torch) {
     if (t.pid != s.pid || t.device != s.device) continue;
@@ -179,12 +248,15 @@ void JoinTorchMemory(MemoryState& s, const std::vector<TorchMemory>& torch) {
       const uint64_t dt = m.t_ns > s.t_ns ? m.t_ns - s.t_ns : s.t_ns - m.t_ns;
       if (m.reserved == lib->live_bytes && dt < best_dt) {
         best = &m;
+        from = &t;
         best_dt = dt;
       }
     }
   }
   if (best == nullptr) return;
   s.torch_moment = best->kind;
+  s.torch_moment_t_ns = best->t_ns;
+  s.torch_t_ns = from->t_ns;
   s.torch_matched = true;
   for (const MemoryOwner& o : s.by_library)
     if (&o != lib) s.by_owner.push_back(o);
@@ -204,6 +276,77 @@ void JoinTorchMemory(MemoryState& s, const std::vector<TorchMemory>& torch) {
       s.by_owner.begin(), s.by_owner.end(), [](const MemoryOwner& a, const MemoryOwner& b) {
         return a.live_bytes != b.live_bytes ? a.live_bytes > b.live_bytes : a.name < b.name;
       });
+}
+
+namespace {
+// The range open at `t` that began last, on any thread of `f` (-1 when none).
+int OpenLastAt(const RangeForest& f, uint64_t t) {
+  int best = -1;
+  for (const auto& [tid, slice] : f.thread_slice) {
+    const int r = f.InnermostAt(tid, t);
+    if (r >= 0 && (best < 0 || f.ranges[static_cast<size_t>(r)].begin_ns >
+                                   f.ranges[static_cast<size_t>(best)].begin_ns))
+      best = r;
+  }
+  return best;
+}
+// Ops that only allocate: a block made inside one (aten::empty_strided inside aten::_to_copy) is
+// the enclosing op's.
+bool OnlyAllocates(std::string_view op) {
+  return op == "aten::empty" || op == "aten::empty_strided" || op == "aten::empty_like" ||
+         op == "aten::new_empty" || op == "aten::new_empty_strided" || op == "aten::resize_";
+}
+}  // namespace
+
+namespace {
+// `blocks` (and `rest_blocks` more of `rest_bytes`) by the op and module open when each was
+// made, most bytes first, at most kStepEndOwners.
+std::vector<StepEndOwner> ByOp(const ProcessTimeline& t, const std::vector<StepEndBlock>& blocks,
+                               int64_t rest_bytes, uint64_t rest_blocks) {
+  const ProcessIndex& ix = t.index;
+  std::map<std::tuple<std::string, std::string, uint8_t>, StepEndOwner> by;
+  const auto add = [&](std::string op, std::string module, uint8_t category, int64_t bytes,
+                       uint64_t n) {
+    StepEndOwner& o = by[{op, module, category}];
+    o.op = std::move(op);
+    o.module = std::move(module);
+    o.category = category;
+    detail::SatAdd(o.bytes, bytes);
+    o.blocks += n;
+  };
+  for (const StepEndBlock& b : blocks) {
+    if (b.t_ns == 0) {
+      add("(made before the history's window)", "", b.category, b.bytes, 1);
+      continue;
+    }
+    int r = OpenLastAt(ix, b.t_ns);
+    while (r >= 0 && OnlyAllocates(ix.Name(static_cast<size_t>(r))) &&
+           ix.ranges[static_cast<size_t>(r)].parent >= 0)
+      r = ix.ranges[static_cast<size_t>(r)].parent;
+    const int m = OpenLastAt(ix.modules, b.t_ns);
+    std::string module;
+    if (m >= 0 && t.process != nullptr)
+      module =
+          std::string(SplitModuleName(t.process->strings.Get(
+                                          ix.modules.ranges[static_cast<size_t>(m)].start->name))
+                          .first);
+    add(r < 0 ? "(no range)" : std::string(ix.Name(static_cast<size_t>(r))), std::move(module),
+        b.category, b.bytes, 1);
+  }
+  if (rest_blocks > 0) add("(smaller blocks)", "", kTorchCategories - 1, rest_bytes, rest_blocks);
+  std::vector<StepEndOwner> out;
+  for (auto& [key, o] : by) out.push_back(std::move(o));
+  std::stable_sort(out.begin(), out.end(),
+                   [](const StepEndOwner& a, const StepEndOwner& b) { return a.bytes > b.bytes; });
+  if (out.size() > kStepEndOwners) out.resize(kStepEndOwners);
+  return out;
+}
+}  // namespace
+
+void StepEndByOp(const ProcessTimeline& t, TorchMemory& tm) {
+  tm.step_end_by_op = ByOp(t, tm.step_end, tm.step_end_rest_bytes, tm.step_end_rest_blocks);
+  for (TorchMoment& m : tm.moments)
+    if (!m.kept_blocks.empty()) m.kept_by_op = ByOp(t, m.kept_blocks, 0, 0);
 }
 
 }  // namespace detail

@@ -37,7 +37,9 @@ int CmdExport(const std::vector<std::string>& args) {
     malloc_trim(0);  // reading's working memory back before the analysis (as kprof report)
 #endif
     const Timeline timeline = BuildTimeline(run);
-    const Analysis analysis = Analyze(timeline);
+    AnalysisOptions ao;
+    ao.every_memory_owner = true;  // the owner tables list every owner (one memory summary)
+    const Analysis analysis = Analyze(timeline, ao);
     const std::vector<Hint> hints = ComputeHints(timeline, analysis);
     SqliteExportOptions opts;
     opts.force = force;

@@ -73,6 +73,40 @@ void ByOwner(std::ostream& out, const MemoryState& s, size_t top) {
          top);
 }
 
+// The blocks live after the last optimizer step, by the op and module that allocated them.
+nlohmann::ordered_json ByOpJson(const std::vector<StepEndOwner>& owners) {
+  auto by_op = nlohmann::ordered_json::array();
+  for (const StepEndOwner& o : owners) {
+    nlohmann::ordered_json e{{"op", o.op}};
+    if (!o.module.empty()) e["module"] = o.module;
+    e["category"] = std::string(TorchCategoryName(o.category));
+    e["bytes"] = o.bytes;
+    e["blocks"] = o.blocks;
+    by_op.push_back(std::move(e));
+  }
+  return by_op;
+}
+
+nlohmann::ordered_json StepEndJson(const TorchMemory& t) {
+  return {{"t_ns", t.step_end_t_ns},
+          {"live_bytes", t.step_end_live_bytes},
+          {"by_op", ByOpJson(t.step_end_by_op)}};
+}
+
+// The step-end lines of the table: the bytes live after the last optimizer step the history
+// saw, by the op that allocated them (`top` lines).
+void StepEnd(std::ostream& out, const TorchMemory& t, size_t top) {
+  if (t.step_end_by_op.empty()) return;
+  out << fmt::format(
+      "    live after the last optimizer step recorded: {}, by the op that made it\n",
+      Bytes(t.step_end_live_bytes));
+  for (size_t i = 0; i < std::min(top, t.step_end_by_op.size()); ++i) {
+    const StepEndOwner& o = t.step_end_by_op[i];
+    out << fmt::format("      {:>10}  {:<16} {}{}\n", Bytes(o.bytes), TorchCategoryName(o.category),
+                       o.op, o.module.empty() ? "" : " in " + o.module);
+  }
+}
+
 // What the PyTorch layer found in each process's caching allocator: its own peaks, the
 // categories at the allocated peak, and the bytes kept from one optimizer step to the next.
 void Torch(std::ostream& out, const MemorySummary& m, bool all) {
@@ -101,6 +135,7 @@ void Torch(std::ostream& out, const MemorySummary& m, bool all) {
             fmt::format("{}{} {}", i ? ", " : "", Bytes(p->largest[i].first), p->largest[i].second);
       if (!blocks.empty()) out << fmt::format("      largest blocks then: {}\n", blocks);
     }
+    StepEnd(out, t, all ? SIZE_MAX : 3);
     if (t.unrecorded_steps > 0)
       out << fmt::format(
           "    history recorded in {} window{}: paused once the peaks held, {} optimizer step{} "
@@ -286,9 +321,17 @@ void Json(nlohmann::ordered_json& j, const Analysis& a) {
                            {"allocated", mo.allocated},
                            {"reserved", mo.reserved},
                            {"categories", std::move(cats)},
+                           {"kept", mo.kept},
                            {"largest", std::move(largest)}});
+        if (!mo.kept_by_op.empty()) moments.back()["kept_by_op"] = ByOpJson(mo.kept_by_op);
       }
       tj["moments"] = std::move(moments);
+      if (t.step_end_t_ns != 0) tj["step_end"] = StepEndJson(t);
+      nlohmann::ordered_json dtypes = nlohmann::ordered_json::object();
+      for (size_t c = 0; c < kDtypeCategories; ++c)
+        for (const auto& [name, bytes] : t.dtypes[c])
+          dtypes[std::string(TorchCategoryName(c))][name] = bytes;
+      if (!dtypes.empty()) tj["dtypes"] = std::move(dtypes);
       torch.push_back(std::move(tj));
     }
     mj["pytorch"] = std::move(torch);

@@ -178,12 +178,15 @@ std::optional<std::string_view> Text(const std::string& s) {
 /// KPROF_MEMORY_STATES and the rows beneath each state (its owners, its largest allocations).
 class MemoryStates {
  public:
-  explicit MemoryStates(Context& c)
+  /// torch: the rows of KPROF_PYTORCH_MEMORY (their ids: the index), for torchId.
+  MemoryStates(Context& c, const std::vector<TorchMemory>& torch)
       : c_(c),
+        torch_(torch),
         states_(c.db, InsertSql("KPROF_MEMORY_STATES",
                                 "id, globalPid, pid, rank, deviceId, moment, timestamp, liveBytes, "
                                 "capacityBytes, range, torchMoment, torchMatched, partial, "
-                                "failedCall, requestedBytes, errorCode")),
+                                "failedCall, requestedBytes, errorCode, torchId, "
+                                "torchMomentTimestamp")),
         owners_(c.db, InsertSql("KPROF_MEMORY_OWNERS",
                                 "stateId, view, name, liveBytes, liveAllocations, "
                                 "madeAllocations, position")),
@@ -211,9 +214,19 @@ class MemoryStates {
       requested = f->bytes;
       code = f->code;
     }
+    // The payload the moment was joined from, and the moment's time: an exact join with
+    // KPROF_PYTORCH_MEMORY_MOMENTS on (torchId, timestamp).
+    std::optional<int64_t> torch_id, torch_t;
+    for (size_t i = 0; s.torch_matched && i < torch_.size(); ++i)
+      if (torch_[i].pid == s.pid && torch_[i].device == s.device &&
+          torch_[i].t_ns == s.torch_t_ns) {
+        torch_id = static_cast<int64_t>(i);
+        torch_t = c_.Rel(s.torch_moment_t_ns);
+        break;
+      }
     states_.Insert(id, GlobalPid(s.pid), s.pid, RankOf(s.rank), device, moment, c_.Rel(s.t_ns),
                    live, capacity, Text(range), Text(s.torch_moment), s.torch_matched ? 1 : 0,
-                   s.partial ? 1 : 0, call, requested, code);
+                   s.partial ? 1 : 0, call, requested, code, torch_id, torch_t);
     Owners(id, "library", s.by_library);
     Owners(id, "owner", s.by_owner);
     Owners(id, "range", s.by_range);
@@ -231,6 +244,7 @@ class MemoryStates {
   }
 
   Context& c_;
+  const std::vector<TorchMemory>& torch_;
   Stmt states_, owners_, live_;
   int64_t next_id_ = 0;
 };
@@ -268,11 +282,12 @@ void WritePyTorchMemory(Context& c, const std::vector<TorchMemory>& torch) {
 
 void WriteMemory(Context& c) {
   // Every owner of each state, so that a state's owners of one view add up to its liveBytes:
-  // the analysis cuts each list to the five largest unless it computed the memory view.
+  // an analysis made without AnalysisOptions::every_memory_owner cuts each list (kprof export
+  // asks for every owner: one summary).
   std::optional<MemorySummary> uncut;
-  if (c.analysis.by != GroupBy::Memory) uncut = SummarizeMemory(c.timeline, SIZE_MAX);
+  if (c.analysis.memory.top != SIZE_MAX) uncut = SummarizeMemory(c.timeline, SIZE_MAX);
   const MemorySummary& m = uncut ? *uncut : c.analysis.memory;
-  MemoryStates states(c);
+  MemoryStates states(c, m.torch);
   for (const MemoryState& s : m.peaks) states.Peak(s);
   for (const FailedAllocation& f : m.failures) states.Failure(f);
   WritePyTorchMemory(c, m.torch);

@@ -133,7 +133,7 @@ CREATE TABLE KPROF_MEMORY_STATES (
   rank INTEGER, deviceId INTEGER, moment TEXT NOT NULL, timestamp INTEGER NOT NULL,
   liveBytes INTEGER, capacityBytes INTEGER, range TEXT, torchMoment TEXT,
   torchMatched INTEGER NOT NULL, partial INTEGER NOT NULL, failedCall TEXT,
-  requestedBytes INTEGER, errorCode INTEGER
+  requestedBytes INTEGER, errorCode INTEGER, torchId INTEGER, torchMomentTimestamp INTEGER
 );
 CREATE TABLE KPROF_MEMORY_OWNERS (
   stateId INTEGER NOT NULL, view TEXT NOT NULL, name TEXT NOT NULL, liveBytes INTEGER NOT NULL,

@@ -5,7 +5,8 @@
 #   - turns on the allocator's own event history at CUDA's start (torch.cuda._lazy_call), with
 #     no stacks (context=None): one entry per block allocated or freed and per segment;
 #   - notes, after each optimizer step (a global step post hook), which blocks hold parameters,
-#     gradients and optimizer state, and the bytes allocated then (the leak and step-end view);
+#     gradients and optimizer state, their bytes by dtype, and the bytes allocated then (the
+#     leak and step-end view);
 #   - notes when each backward pass starts: a block made before it and freed after it is an
 #     activation kept for the backward pass;
 #   - pauses the history once PyTorch's peaks have held for STEADY_STEPS optimizer steps (the
@@ -20,6 +21,7 @@
 import json
 import os
 import sys
+import weakref
 
 from kprof_memory_replay import _INF, MARK_PREFIX, Notes, _now_us, merge_windows, summarize_device
 
@@ -31,23 +33,47 @@ MAX_WINDOWS = 4  # windows kept as recorded until the end; older ones are replay
 # ----- the hooks ---------------------------------------------------------------------------
 
 
-def _storage_key(t):
+OWNED = ("parameters", "gradients", "optimizer_state")
+
+
+def _storage_of(t):
+    """A CUDA tensor's storage and its key (device, address); None otherwise or unreadable."""
     try:
         if not t.is_cuda:
             return None
-        return (t.device.index, t.untyped_storage().data_ptr())
+        s = t.untyped_storage()
+        return (t.device.index, s.data_ptr()), s
     except Exception:
         return None
 
 
-def _owners_of(params, optimizers):
-    """{(device, addr): category} for parameters, their gradients and optimizer state."""
+def _count(sizes, device, category, t, storage):
+    """Adds the storage's bytes to sizes[device][category][t's dtype]; nothing when either is
+    unreadable (the step hook runs inside the program's optimizer.step: never raises)."""
+    try:
+        name = str(t.dtype)
+        n = int(storage.nbytes())
+    except Exception:
+        return
+    if name.startswith("torch."):
+        name = name[len("torch."):]
+    by = sizes.setdefault(device, {c: {} for c in OWNED})[category]
+    by[name] = by.get(name, 0) + n
+
+
+def _owners_of(params, optimizers, sizes=None):
+    """{(device, addr): category} for parameters, their gradients and optimizer state (0-dim
+    ones too: AdamW's step on CUDA). sizes: a dict the same walk fills with the bytes of those
+    storages, {device: {category: {dtype: bytes}}}, each storage once."""
     owners = {}
 
     def put(t, c):
-        k = _storage_key(t)
-        if k is not None and k not in owners:
-            owners[k] = c
+        found = _storage_of(t)
+        if found is None or found[0] in owners:
+            return
+        owners[found[0]] = c
+        if sizes is not None:
+            _count(sizes, found[0][0], c, t, found[1])
 
     for p in params:
         put(p, "parameters")
@@ -81,9 +107,10 @@ class Layer:
         self.t_start = -_INF  # when the window being recorded began
         self.devices = set()  # devices the optimizer steps' tensors are on
         self.last_peaks, self.steady, self.paused_peaks = None, 0, {}
-        self.stash = []  # [(snapshot, t_start, end owners)] of paused windows
+        self.stash = []  # [(snapshot, t_start, end owners, t_end)] of paused windows
         self.past = {}  # device -> merged payload of windows replayed early
         self.windows = 0  # windows recorded (paused, and the one recording)
+        self.sizes_by_optimizer = weakref.WeakKeyDictionary()  # optimizer -> its latest dtypes
         self.unrecorded_steps = 0
 
     # -- set-up
@@ -178,9 +205,10 @@ class Layer:
     def _pause(self, peaks):
         """Keeps the window's history as read back (replayed at the end: nothing costs the
         loop but the read) and turns the history off, which empties it."""
+        t_end = _now_us()  # the window's end: a later window's steps are not its
         snap = self.torch.cuda.memory._snapshot()
         owners = self.notes.hook_maps[-1] if self.notes.hook_maps else {}
-        self.stash.append((snap, self.t_start, owners))
+        self.stash.append((snap, self.t_start, owners, t_end))
         if len(self.stash) > MAX_WINDOWS:
             try:
                 self._merge(*self.stash.pop(0), when="pause")
@@ -189,8 +217,8 @@ class Layer:
         self.real_record(enabled=None)
         self.recording, self.paused_peaks = False, peaks
 
-    def _merge(self, snap, t_start, end_owners, when):
-        for p in self._replay_snapshot(snap, t_start, end_owners, when):
+    def _merge(self, snap, t_start, end_owners, t_end, when):
+        for p in self._replay_snapshot(snap, t_start, end_owners, when, now_us=t_end):
             self.past[p["device"]] = merge_windows(self.past.get(p["device"]), p, self.windows,
                                                    self.unrecorded_steps)
 
@@ -225,19 +253,41 @@ class Layer:
         if not self.on or _compiling(self.torch):
             return
         try:
-            owners = None
+            owners = sizes = None
             if self.recording:  # paused: nothing made now is categorized
                 params = [p for g in optimizer.param_groups for p in g["params"]]
-                owners = _owners_of(params, [optimizer])
+                mine = {}
+                owners = _owners_of(params, [optimizer], mine)
+                sizes = self._sizes_of_all(optimizer, mine)
                 self.devices.update(k[0] for k in owners)
             else:
                 self.unrecorded_steps += 1
             allocated = {d: self.torch.cuda.memory_allocated(d) for d in self.devices}
-            self.notes.note_step(_now_us(), owners, allocated)
+            self.notes.note_step(_now_us(), owners, allocated, sizes)
             self._pace()
         except Exception as e:
             self._stop()
             _warn("optimizer step hook", e)
+
+    def _sizes_of_all(self, optimizer, mine):
+        """The dtypes of every optimizer's storages: this step's for `optimizer`, each other
+        live optimizer's from its own latest step (a GAN steps two; a storage two optimizers
+        share is counted by each)."""
+        try:
+            self.sizes_by_optimizer[optimizer] = mine
+            parts = list(self.sizes_by_optimizer.values())
+        except TypeError:  # an optimizer that cannot be weakly referenced: its own only
+            parts = [mine]
+        if len(parts) == 1:
+            return mine
+        out = {}
+        for part in parts:
+            for dev, cats in part.items():
+                for c, by in cats.items():
+                    into = out.setdefault(dev, {k: {} for k in OWNED})[c]
+                    for name, n in by.items():
+                        into[name] = into.get(name, 0) + n
+        return out
 
     def _stop(self):
         """Off for good: no more notes, and the history (its cost) off."""
@@ -272,7 +322,8 @@ class Layer:
                     continue
         return _owners_of(params, optimizers)
 
-    def _replay_snapshot(self, snap, t_start, end_owners, when, requested=0, only_device=None):
+    def _replay_snapshot(self, snap, t_start, end_owners, when, requested=0, only_device=None,
+                         now_us=None):
         traces = snap.get("device_traces", []) if snap is not None else []
         by_device = {}
         for seg in (snap or {}).get("segments", []):
@@ -287,7 +338,7 @@ class Layer:
             stats = self.torch.cuda.memory_stats(dev)
             out.append(summarize_device(dev, trace, by_device.get(dev, []), self.notes,
                                         end_owners, stats, self.max_entries, when, requested,
-                                        t_start=t_start))
+                                        now_us=now_us, t_start=t_start))
         return out
 
     def _summarize(self, when, requested=0, only_device=None):

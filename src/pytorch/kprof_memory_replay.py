@@ -2,9 +2,10 @@
 # categories"): pure functions of what the layer noted and the caching allocator's history read
 # back. summarize_device() replays one window of one device into the payload the report reads;
 # merge_windows() makes one payload of several windows. tests/pytorch/test_memory.py checks them.
+import heapq
 import os
 import time
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 
 MARK_PREFIX = "kprof.pytorch.memory:"
 VERSION = 1
@@ -14,6 +15,7 @@ MAX_MOMENTS = 16
 MAX_STEPS = 1024
 LARGEST = 5
 MAX_SEGMENTS = 8192  # the allocator's segments listed (the latest): the report's owner of each
+STEP_END_BLOCKS = 256  # blocks listed live after the last optimizer step; the rest summed
 # The history's entries that change the reserved bytes (segment_map/unmap: expandable segments).
 SEGMENT_GROWS = ("segment_alloc", "segment_map")
 SEGMENT_SHRINKS = ("segment_free", "segment_unmap")
@@ -46,15 +48,20 @@ class Notes:
         self.steps = {}  # device -> [bytes allocated after each optimizer step]
         self.steps_total = {}
         self.optimizer_steps = 0
+        # The latest categorized step's storages: {device: {category: {dtype: bytes}}}.
+        self.dtypes = {}
 
     def note_backward(self, t_us):
         self.backward_starts.append(t_us)
         _trim(self.backward_starts, MAX_BACKWARDS)
 
-    def note_step(self, t_us, owners, allocated):
-        """owners: None when the history is paused (nothing to categorize then)."""
+    def note_step(self, t_us, owners, allocated, dtypes=None):
+        """owners: None when the history is paused (nothing to categorize then). dtypes: the
+        bytes of the owners' storages by device, category and dtype (replaces the last)."""
         self.optimizer_steps += 1
         if owners is not None:
+            if dtypes is not None:
+                self.dtypes = dtypes
             if self.hook_maps and self.hook_maps[-1] == owners:
                 owners = self.hook_maps[-1]  # one dict for a run of equal steps
             self.hook_times.append(t_us)
@@ -170,17 +177,34 @@ class _Categorizer:
             return "activations"
         return "other"
 
+    def kept(self, inst, t):
+        """Whether the block, live at `t`, was made in the step before: it outlived one optimizer
+        step (before `t`) and was freed before the next (a step's outputs or loss referenced
+        until the next step replaces them). A block that outlives two steps (a batch made once
+        and read each step, a cache) or lives past the history is not counted."""
+        h = self.notes.hook_times
+        i = bisect_left(h, max(inst.t0, self.t_start))
+        return i + 1 < len(h) and h[i] < t and inst.t1 <= h[i + 1]
+
 
 def _moment(kind, t, allocated, reserved, live, cat):
     by = dict.fromkeys(CATEGORIES, 0)
     largest = []
+    kept = []  # other tensors made in the step before (held-across-steps prices these)
     for inst in live:
         c = cat.category(inst)
         by[c] += inst.size
         largest.append((inst.size, c))
+        if c == "other" and cat.kept(inst, t):
+            kept.append(inst)
     largest.sort(key=lambda x: -x[0])
-    return {"kind": kind, "t_us": t, "allocated": allocated, "reserved": reserved,
-            "categories": by, "largest": [list(x) for x in largest[:LARGEST]]}
+    out = {"kind": kind, "t_us": t, "allocated": allocated, "reserved": reserved,
+           "categories": by, "kept": sum(x.size for x in kept),
+           "largest": [list(x) for x in largest[:LARGEST]]}
+    if kept:  # the largest, with when each was made (the report names the op)
+        top = heapq.nsmallest(LARGEST, kept, key=lambda x: (-x.size, x.t0))
+        out["kept_blocks"] = [[None if x.t0 == -_INF else int(x.t0), x.size] for x in top]
+    return out
 
 
 def _sums(trace, of_entry, alloc0, reserved0):
@@ -208,6 +232,24 @@ def _sums(trace, of_entry, alloc0, reserved0):
     return peak_a, peak_a_i, peak_r, peak_r_i, seg_points
 
 
+def _step_end(instances, cat, hook_times, t_start, t_end):
+    """The blocks live just after the window's last categorized optimizer step (its hook at T,
+    t_start <= T <= t_end; None without one): the largest STEP_END_BLOCKS as [t0_us, size,
+    category] (t0_us None: made before the window), by size descending then made first, and
+    the others summed."""
+    i = bisect_right(hook_times, t_end) - 1
+    if i < 0 or hook_times[i] < t_start:
+        return None
+    t = hook_times[i]
+    live = [x for x in instances if x.t0 <= t < x.t1]
+    top = heapq.nsmallest(STEP_END_BLOCKS, live, key=lambda x: (-x.size, x.t0, x.addr))
+    return {"t_us": t,
+            "blocks": [[None if x.t0 == -_INF else int(x.t0), x.size, cat.category(x)]
+                       for x in top],
+            "rest_bytes": sum(x.size for x in live) - sum(x.size for x in top),
+            "rest_blocks": len(live) - len(top)}
+
+
 def _segment_list(segs):
     """The payload's segments: (address, size) keys of `segs` in their order, the latest
     MAX_SEGMENTS."""
@@ -218,9 +260,10 @@ def summarize_device(device, trace, segments_end, notes, end_owners, stats, max_
                      when="exit", requested=0, now_us=None, t_start=-_INF):
     """One device's payload: the peaks PyTorch counted, the replayed history's moments (the
     allocated peak, the reserved peak, the segment changes near it, the end or the failure),
-    each with the live blocks by category, and the bytes allocated after each optimizer step.
-    t_start: when the window of `trace` began (-inf: at CUDA's start); a later window with no
-    entries has only its end moment."""
+    each with the live blocks by category, and the bytes allocated after each optimizer step;
+    the blocks live at the window's last optimizer step (step_end) and the dtypes of the
+    storages the latest step named. t_start: when the window of `trace` began (-inf: at CUDA's
+    start); a later window with no entries has only its end moment. now_us: its end."""
     instances, of_entry, alloc0, reserved0 = _replay(trace, segments_end)
     cat = _Categorizer(notes, device, end_owners, t_start)
     peak_a, peak_a_i, peak_r, peak_r_i, seg_points = _sums(trace, of_entry, alloc0, reserved0)
@@ -291,6 +334,13 @@ def summarize_device(device, trace, segments_end, notes, end_owners, stats, max_
             out["expandable_max_reserved"] = expandable_reserved_peak(trace)
         except Exception:  # a history of another shape: the estimate falls back
             pass
+    # The step hook pauses the history: the window's last entry usually comes before it.
+    end = _step_end(instances, cat, notes.hook_times, t_start,
+                    max(now, trace[-1].get("time_us", 0)) if trace else now)
+    if end is not None:
+        out["step_end"] = end
+    if notes.dtypes.get(device):
+        out["dtypes"] = notes.dtypes[device]
     if requested:
         out["requested"] = requested
     return out
@@ -411,8 +461,9 @@ def merge_windows(past, cur, windows, unrecorded_steps):
     and the last one's (`cur`: PyTorch's counts, the steps and the end or failure moment are
     its). The run's peaks are the highest of any window's, the other windows' peaks become
     window_allocated_peak / window_reserved_peak, and the moments that closed a paused window
-    are dropped. complete: the first window held every entry since CUDA started and the
-    windows saw both of PyTorch's peaks."""
+    are dropped; step_end and dtypes are the last window's, else the latest earlier one's.
+    complete: the first window held every entry since CUDA started and the windows saw both of
+    PyTorch's peaks."""
     if past is None:
         return dict(cur, windows=windows, unrecorded_steps=unrecorded_steps,
                     from_start=bool(cur["complete"]))
@@ -434,6 +485,9 @@ def merge_windows(past, cur, windows, unrecorded_steps):
                                                             len(rest)):],
                       key=lambda m: m["t_us"])
     out = dict(cur, moments=keep, windows=windows, unrecorded_steps=unrecorded_steps)
+    for key in ("step_end", "dtypes"):  # the last window's, else the last an earlier one had
+        if key not in cur and key in past:
+            out[key] = past[key]
     segs = dict.fromkeys(map(tuple, past.get("segments", [])))
     segs.update(dict.fromkeys(map(tuple, cur.get("segments", []))))
     out["segments"] = _segment_list(segs)

@@ -4,11 +4,13 @@ torch.cuda.memory._snapshot() gives them (actions, addresses, sizes, microsecond
 
     python3 tests/pytorch/test_memory.py BUILD/python
 """
+import gc
 import json
 import os
 import sys
 import types
 import unittest
+from unittest import mock
 
 LAYER = None
 M = None  # kprof_memory, imported from the layer folder the build made
@@ -75,9 +77,9 @@ def moment(payload, kind):
 
 class Replay(unittest.TestCase):
     def summarize(self, trace=TRACE, n=None, end_owners=None, max_entries=1000,
-                  segments=END_SEGMENTS):
+                  segments=END_SEGMENTS, **kw):
         return R.summarize_device(0, trace, segments, n or notes(), end_owners or {}, STATS,
-                                  max_entries, "exit", 0, now_us=100)
+                                  max_entries, "exit", 0, **dict(dict(now_us=100), **kw))
 
     def test_the_peak_is_held_by_the_blocks_live_then_by_category(self):
         p = self.summarize()
@@ -171,16 +173,82 @@ class Replay(unittest.TestCase):
         self.assertEqual((p["steps_total"], p["optimizer_steps"]), (4, 4))
         self.assertEqual(len({id(m) for m in n.hook_maps}), 2)  # the three later share one map
 
+    def test_other_tensors_kept_from_an_earlier_step_are_counted_at_the_peak(self):
+        # K (a step's output, made at 20) outlives the step at 50, named by nothing; X, a
+        # temporary of the next step (55-58), makes the peak: K is kept then, X is not. At S's
+        # allocation (45) K is live but no step has passed yet.
+        K, G2, S2, X = 0x2000, 0x4000, 0x5000, 0x9000  # one after the other in the segment
+        trace = ([segment(0x1000, SEG, 5), alloc(P, 4 * KiB, 10), alloc(K, 8 * KiB, 20),
+                  alloc(G2, 4 * KiB, 35), alloc(S2, 16 * KiB, 45), alloc(X, 32 * KiB, 55)] +
+                 free(X, 32 * KiB, 58) + free(K, 8 * KiB, 70))
+        n = R.Notes()
+        n.note_backward(30)
+        n.note_step(50, {(0, P): "parameters", (0, G2): "gradients",
+                         (0, S2): "optimizer_state"}, {0: 32 * KiB})
+        n.note_step(80, {(0, P): "parameters", (0, S2): "optimizer_state"}, {0: 32 * KiB})
+        end = blocks((4 * KiB, ACTIVE), (8 * KiB, "inactive"), (4 * KiB, ACTIVE),
+                     (16 * KiB, ACTIVE))
+        p = self.summarize(trace=trace, n=n, segments=end)
+        peak = moment(p, "allocated_peak")
+        self.assertEqual((peak["t_us"], peak["allocated"]), (55, 64 * KiB))
+        self.assertEqual(peak["categories"], {"parameters": 4 * KiB, "gradients": 4 * KiB,
+                                              "optimizer_state": 16 * KiB, "activations": 0,
+                                              "other": 40 * KiB})
+        self.assertEqual(peak["kept"], 8 * KiB)
+        self.assertEqual(peak["kept_blocks"], [[20, 8 * KiB]])
+        cat = R._Categorizer(n, 0, {})
+        self.assertEqual(R._moment("x", 45, 0, 0, [R._Instance(K, 8 * KiB, 20, 70)],
+                                   cat)["kept"], 0)
+        # A block read every step (a batch made once) outlives two steps: not counted; nor one
+        # whose end the history did not see.
+        for t1 in (90, R._INF):
+            m = R._moment("x", 55, 0, 0, [R._Instance(K, 8 * KiB, 20, t1)], cat)
+            self.assertEqual((m["kept"], "kept_blocks" in m), (0, False))
+
+    def test_step_end_lists_the_blocks_live_after_the_windows_last_step(self):
+        n = notes()  # a second step at 63, while T (62-65) lives: P, S and T, the largest first
+        n.note_step(63, {(0, P): "parameters", (0, S): "optimizer_state"}, {0: 22 * KiB})
+        want = [[45, 16 * KiB, "optimizer_state"], [10, 4 * KiB, "parameters"],
+                [62, 2 * KiB, "other"]]
+        self.assertEqual(self.summarize(n=n)["step_end"],
+                         dict(t_us=63, blocks=want, rest_bytes=0, rest_blocks=0))
+        with mock.patch.object(R, "STEP_END_BLOCKS", 1):
+            self.assertEqual(self.summarize(n=n)["step_end"],
+                             dict(t_us=63, blocks=want[:1], rest_bytes=6 * KiB, rest_blocks=2))
+
+    def test_step_end_of_a_later_window_and_of_windows_without_a_step(self):
+        lost = TRACE.index(alloc(S, 16 * KiB, 45))  # a window from 40: P and G made before it
+        self.assertEqual(self.summarize(TRACE[lost:], t_start=40)["step_end"]["blocks"],
+                         [[45, 16 * KiB, "optimizer_state"], [None, 4 * KiB, "parameters"],
+                          [None, 4 * KiB, "gradients"]])
+        # The step (50) before the window (from 70), after it (it ended at 40), or none.
+        for n, kw in ((notes(), dict(t_start=70)), (notes(), dict(now_us=40)), (R.Notes(), {})):
+            self.assertNotIn("step_end", self.summarize(TRACE[:4], n, **kw))
+
+    def test_merged_windows_keep_the_latest_step_end_and_dtypes(self):
+        n = notes()
+        n.dtypes = {0: {"parameters": {"float32": 4 * KiB}}}
+        had, none = self.summarize(n=n), self.summarize(n=R.Notes())
+        later = dict(had, step_end=dict(had["step_end"], t_us=90), dtypes={"gradients": {}})
+        for past, cur, want in ((None, had, had), (had, none, had), (none, had, had),
+                                (had, later, later)):
+            m = R.merge_windows(past, cur, 2, 0)
+            self.assertEqual((m["step_end"], m["dtypes"]), (want["step_end"], want["dtypes"]))
+        self.assertNotIn("step_end", R.merge_windows(none, none, 2, 0))
+
 
 # ----- The layer's hooks, against a stand-in for torch -----------------------------------------
 
 
 class FakeTensor:
-    def __init__(self, ptr, dev=0):
+    def __init__(self, ptr, dev=0, dtype=None, nbytes=0):
         self.is_cuda, self.device, self.grad, self._ptr = True, types.SimpleNamespace(index=dev), None, ptr
+        self._nbytes = nbytes
+        if dtype:  # as torch prints its dtypes: "torch.float32"
+            self.dtype = dtype
 
     def untyped_storage(self):
-        return types.SimpleNamespace(data_ptr=lambda: self._ptr)
+        return types.SimpleNamespace(data_ptr=lambda: self._ptr, nbytes=lambda: self._nbytes)
 
 
 class FakeModule:
@@ -258,6 +326,36 @@ class LayerHooks(unittest.TestCase):
                          (0, "exit", 1))
         self.assertIn("alloc_conf", payload)
         del keep
+
+    def test_the_latest_categorized_step_gives_the_storages_bytes_by_dtype(self):
+        layer, f32 = self.layer([], []), "torch.float32"
+        w, b = FakeTensor(P, 0, f32, 4 * KiB), FakeTensor(0x2000, 0, "torch.bfloat16", 2 * KiB)
+        tied = [FakeTensor(0x9000, 0, f32, 8 * KiB) for _ in "ab"]  # one storage: counted once
+        w.grad = FakeTensor(G, 0, f32, 4 * KiB)
+        state = {w: {"step": FakeTensor(0xA000, 0, f32, 4),  # AdamW's, capturable: 0-dim on CUDA
+                     "exp_avg": FakeTensor(S, 0, f32, 16 * KiB),
+                     "exp_avg_sq": FakeTensor(0x8000, 0, f32, 16 * KiB),
+                     "x": FakeTensor(0xD000), "y": FakeTensor(0xE000, 0, f32, None)}}  # unread
+        layer._after_step(FakeOptimizer([w, b] + tied, state), (), {})
+        self.assertEqual(layer.notes.dtypes[0], {
+            "parameters": {"float32": 12 * KiB, "bfloat16": 2 * KiB},
+            "gradients": {"float32": 4 * KiB}, "optimizer_state": {"float32": 32 * KiB + 4}})
+        # A second optimizer alive beside the first (a GAN): both counted, each from its latest.
+        first = FakeOptimizer([w], state)
+        layer._after_step(first, (), {})
+        second = FakeOptimizer([b], {})
+        layer._after_step(second, (), {})
+        self.assertEqual(layer.notes.dtypes[0], {
+            "parameters": {"float32": 4 * KiB, "bfloat16": 2 * KiB},
+            "gradients": {"float32": 4 * KiB}, "optimizer_state": {"float32": 32 * KiB + 4}})
+        del first  # an optimizer gone: its storages no longer counted at the next step
+        gc.collect()
+        layer._after_step(second, (), {})
+        bf = {"parameters": {"bfloat16": 2 * KiB}, "gradients": {}, "optimizer_state": {}}
+        self.assertEqual(layer._summarize("exit")[0]["dtypes"], bf)
+        layer.recording = False  # a step while paused names nothing: the last one's kept
+        layer._after_step(FakeOptimizer([w], state), (), {})
+        self.assertEqual(layer.notes.dtypes, {0: bf})
 
     def test_a_pytorch_without_clear_history_resumes_without_it(self):
         recorded = []
@@ -494,6 +592,9 @@ class Windows(unittest.TestCase):
         self.assertEqual(moment(pay, "reserved_peak")["t_us"], 5)  # the first window's
         self.assertNotIn("pause", [m["kind"] for m in pay["moments"]])
         self.assertEqual(pay["segments"], [[0x1000, SEG]])  # made in the first, live at the end
+        # No step in the second window: the blocks live at the first one's last step.
+        self.assertEqual(pay["step_end"]["blocks"], [[45, 16 * KiB, "other"],
+                                                     [10, 4 * KiB, "parameters"]])
 
     def test_an_exit_while_paused_writes_the_recorded_windows_and_the_state_at_exit(self):
         a, layer = self.a, self.layer

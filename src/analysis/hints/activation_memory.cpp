@@ -10,25 +10,14 @@ namespace kprof::hints {
 namespace {
 /// The activations' share of the allocated peak from which the rule speaks.
 constexpr double kActivationShare = 0.5;
-/// Recomputing activations costs compute: worth it only when memory is short, when the process's
-/// peak on the device is at least this share of the device's memory.
-constexpr double kTightShare = 0.7;
-
-// Is the driver-level peak of (pid, device) near the device's capacity?
-bool Tight(const RuleContext& c, const TorchMemory& t) {
-  for (const MemoryState& s : c.analysis.memory.peaks)
-    if (s.pid == t.pid && s.device == t.device && s.capacity_bytes > 0)
-      return static_cast<double>(s.live_bytes) >=
-             kTightShare * static_cast<double>(s.capacity_bytes);
-  return false;
-}
 constexpr size_t kActivations = 3;  // index in TorchMoment::bytes
 }  // namespace
 
 std::optional<Hint> ActivationMemory(const RuleContext& c) {
   for (const TorchMemory* t : TorchAtExit(c)) {
     const TorchMoment* p = t->Find("allocated_peak");
-    if (p == nullptr || p->allocated <= 0 || t->backward_passes == 0 || !Tight(c, *t)) continue;
+    if (p == nullptr || p->allocated <= 0 || t->backward_passes == 0 || !MemoryIsShort(c, *t))
+      continue;
     const int64_t acts = p->bytes[kActivations];
     if (static_cast<double>(acts) < kActivationShare * static_cast<double>(p->allocated)) continue;
     Hint h;

@@ -14,6 +14,14 @@ std::vector<const TorchMemory*> TorchAtExit(const RuleContext& c) {
   return out;
 }
 
+bool MemoryIsShort(const RuleContext& c, const TorchMemory& t) {
+  for (const MemoryState& s : c.analysis.memory.peaks)
+    if (s.pid == t.pid && s.device == t.device && s.capacity_bytes > 0)
+      return static_cast<double>(s.live_bytes) >=
+             kShortShare * static_cast<double>(s.capacity_bytes);
+  return false;
+}
+
 bool PriceBytes(Hint& h, int64_t bytes, int64_t peak) {
   if (bytes <= 0 || peak <= 0) return false;
   h.est_saving_bytes = static_cast<uint64_t>(bytes);

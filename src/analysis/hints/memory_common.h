@@ -17,6 +17,12 @@ inline constexpr int64_t kMemoryEmitBytes = 64ll << 20;
 /// The findings written at exit, the largest max_memory_reserved first.
 std::vector<const TorchMemory*> TorchAtExit(const RuleContext& c);
 
+/// A fix that costs compute or numerics (recomputation, lower-precision state) is worth it only
+/// when memory is short: when the process's driver-level peak on the device is at least this
+/// share of the device's memory.
+inline constexpr double kShortShare = 0.7;
+bool MemoryIsShort(const RuleContext& c, const TorchMemory& t);
+
 /// Fills severity and the bytes' share of `peak` (severity as SeverityForPct of that share);
 /// false when below the emit floors.
 bool PriceBytes(Hint& h, int64_t bytes, int64_t peak);

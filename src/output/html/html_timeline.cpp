@@ -238,11 +238,7 @@ void WriteMemoryByOwner(JsonWriter& j, const Analysis& an, const Span& span) {
     j.EndArr().Key("bytes").Arr();
     for (int64_t b : s.bytes) j.I64(b);
     j.EndArr().U("peak_t", span.Rel(s.peak_t_ns)).I("peak_bytes", s.peak_bytes);
-    for (const MemoryState& p : m.peaks)
-      if (p.pid == s.pid && p.device == s.device) {
-        WriteMemoryState(j, p);
-        break;
-      }
+    if (i < m.peaks.size()) WriteMemoryState(j, m.peaks[i]);  // series[i] is peaks[i]'s
     j.EndObj();
   }
   j.EndArr();

@@ -4,9 +4,13 @@ tests/gpu/memory_test.cpp): 4 pre-norm transformer blocks (d=512, 8 heads, MLP 2
 itself counted: max_allocated= (torch.cuda.max_memory_allocated), max_reserved=
 (max_memory_reserved), parameters= and optimizer_state= (their storages' bytes).
 
-    python3 memory_train.py [--steps N] [--leak MiB] [--checkpoint]
+    python3 memory_train.py [--steps N] [--leak MiB] [--hold] [--release] [--checkpoint]
 
 --leak N    keeps N MiB more each step (a list the program never reads again): a planted leak.
+--hold      keeps an FP32 copy of each step's logits "for logging" until the next step replaces
+            it, after that step's loss: the same bytes every step, live at the next peak.
+--release   deletes the step's logits and loss after the optimizer step: nothing of a step is
+            kept into the next (without it, they are until the next forward pass replaces them).
 --checkpoint  recomputes each block in the backward pass (torch.utils.checkpoint).
 """
 import argparse
@@ -18,6 +22,8 @@ import torch.utils.checkpoint as ckpt
 ap = argparse.ArgumentParser()
 ap.add_argument("--steps", type=int, default=4)
 ap.add_argument("--leak", type=int, default=0)
+ap.add_argument("--hold", action="store_true")
+ap.add_argument("--release", action="store_true")
 ap.add_argument("--checkpoint", action="store_true")
 ap.add_argument("--batch", type=int, default=16)
 args = ap.parse_args()
@@ -58,16 +64,20 @@ MASK = nn.Transformer.generate_square_subsequent_mask(T, device="cuda")
 model = Model().cuda()
 opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
 idx = torch.randint(0, V, (args.batch, T), device="cuda")
-kept = []
+kept, held = [], None
 for step in range(args.steps):
     with torch.autocast("cuda", dtype=torch.bfloat16):
         logits = model(idx)
         loss = nn.functional.cross_entropy(logits.float().view(-1, V), idx.view(-1))
     loss.backward()
+    if args.hold:
+        held = logits.detach().float()  # replaced next step: two copies at its peak
     opt.step()
     opt.zero_grad(set_to_none=True)
     if args.leak:
         kept.append(torch.empty(args.leak << 20, dtype=torch.uint8, device="cuda"))
+    if args.release:
+        del logits, loss
 torch.cuda.synchronize()
 
 

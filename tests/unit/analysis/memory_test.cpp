@@ -164,6 +164,42 @@ TEST(Memory, ThinnedSeriesKeepThePeak) {
   EXPECT_NE(std::find(s.t_ns.begin(), s.t_ns.end(), s.peak_t_ns), s.t_ns.end());
   EXPECT_EQ(*std::max_element(s.bytes.begin(), s.bytes.end()), static_cast<int64_t>(65 * kMiB));
   EXPECT_TRUE(std::is_sorted(s.t_ns.begin(), s.t_ns.end()));
+  // The last point is the state after the last event: everything released.
+  EXPECT_EQ(s.t_ns.back(), 1000u + 40 * 4999 + 20);
+  EXPECT_EQ(s.bytes.back(), 0);
+  EXPECT_EQ(s.bytes[s.bytes.size() - 2], 0);
+}
+
+TEST(Memory, EachPeakHasItsSeriesAtTheSameIndex) {
+  // Two processes with the same pid (two hosts' files): the series follows its peak, not the pid.
+  test::TraceBuilder small, big;
+  Mem(small, true, 100, 10 * kMiB, 0x1000, kTorch);
+  Mem(big, true, 100, 90 * kMiB, 0x1000, kNccl);
+  kprof::Run run;
+  run.processes.push_back(small.t);
+  run.processes.push_back(big.t);
+  run.processes[0].pid = run.processes[1].pid = 7;
+  run.processes[1].source = "other-host.kprof";
+  const MemorySummary m = Analyze(BuildTimeline(run)).memory;
+  ASSERT_EQ(m.peaks.size(), 2u);
+  ASSERT_EQ(m.series.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(m.series[i].peak_bytes, m.peaks[i].live_bytes);
+    EXPECT_EQ(m.series[i].owners[0], m.peaks[i].by_library[0].name);
+  }
+  EXPECT_EQ(m.peaks[0].live_bytes, static_cast<int64_t>(90 * kMiB));
+}
+
+TEST(Memory, AFailureOnADeviceWithNoAllocationsIsNotDescribed) {
+  test::TraceBuilder b;
+  Mem(b, true, 100, 10 * kMiB, 0x1000, kTorch);  // on device 0
+  Failed(b, 200, 1024 * kMiB);
+  b.t.records.back().d = 3;  // asked on device 3, where nothing was allocated
+  const MemorySummary m = Summarize(b);
+  ASSERT_EQ(m.failures.size(), 1u);
+  EXPECT_FALSE(m.failures[0].described);
+  EXPECT_EQ(m.failures[0].state.device, 3);
+  EXPECT_TRUE(m.failures[0].state.by_library.empty());
 }
 
 TEST(Memory, AFailedAllocationKeepsWhatWasLiveAtThatMoment) {
@@ -193,7 +229,8 @@ TEST(Memory, ReleasesOfUnseenAllocationsAndReusedAddressesKeepTheCountRight) {
   EXPECT_EQ(m.peaks[0].live_bytes, 1000);  // at 200: 1000; at 400: 400 + 100
   EXPECT_EQ(m.peaks[0].t_ns, 200u);
   ASSERT_EQ(m.peaks[0].by_library.size(), 1u);
-  EXPECT_EQ(m.peaks[0].by_library[0].name, "(library not recorded)");
+  // No library: the call that allocated tells it apart.
+  EXPECT_EQ(m.peaks[0].by_library[0].name, "(library not recorded) from cudaMalloc");
   EXPECT_EQ(m.sourced_allocations, 0u);
 }
 

@@ -267,28 +267,48 @@ Run DataLossRun() {
 
 // Large BF16 GEMMs queued back to back after one-time set-up: allocations, two fill kernels,
 // 30 ms of first-launch module loading, 200 GEMMs of 1.5 ms with 1 us between them, one wait.
-// A PyTorch training run under the PyTorch layer on a 1 GiB GPU: 900 MiB held at the driver-level
-// peak (88% of the GPU); PyTorch's allocator peaked at 400 MiB allocated of 880 MiB reserved
-// (480 MiB cached, unused), 250 MiB of it activations; the bytes after each of 6 optimizer steps
-// grew by 50 MiB a step. All three memory rules speak; no time rule does.
-Run TorchMemoryRun() {
+// A PyTorch training run on a 1 GiB GPU: `held` bytes at the driver-level peak, one step's
+// kernel, and the PyTorch layer's payload (JSON after the mark's prefix).
+Run TorchRun(uint64_t held, const std::string& payload) {
   TraceBuilder b;
   b.Device(0, "NVIDIA H100 80GB HBM3", 132)
       .Meta("device.0.memory_bytes", std::to_string(1024 * MiB));
   const uint32_t c = b.Api("cudaMalloc", B, B + 10'000);
-  b.Mem(true, 900 * MiB, B + 5'000, c, 0x7f0000000000);
+  b.Mem(true, held, B + 5'000, c, 0x7f0000000000);
   b.Launch("train_step", B + 20'000, B + 25'000, B + 30'000, B + 100'000'000);
+  b.Mark("kprof.pytorch.memory:" + payload, B + 100'000'001);
+  return b.Build();
+}
+
+// 900 MiB held at the driver-level peak (88% of the GPU); PyTorch's allocator peaked at 400 MiB
+// allocated of 880 MiB reserved (480 MiB cached, unused), 250 MiB of it activations; the bytes
+// after each of 6 optimizer steps grew by 50 MiB a step. All three memory rules speak; no time
+// rule does.
+Run TorchMemoryRun() {
   const uint64_t M = MiB;
-  b.Mark("kprof.pytorch.memory:" +
-             fmt::format(R"({{"v":1,"device":0,"when":"exit","now_us":1,"max_allocated":{},
+  return TorchRun(900 * MiB,
+                  fmt::format(R"({{"v":1,"device":0,"when":"exit","now_us":1,"max_allocated":{},
  "max_reserved":{},"allocated":{},"reserved":{},"complete":true,"optimizer_steps":6,
  "backward_passes":6,"steps":[{},{},{},{},{},{}],"steps_total":6,
  "moments":[{{"kind":"allocated_peak","t_us":1,
  "allocated":{},"reserved":{},"categories":{{"parameters":{},"activations":{},"other":{}}}}}]}})",
-                         400 * M, 880 * M, 300 * M, 880 * M, 50 * M, 100 * M, 150 * M, 200 * M,
-                         250 * M, 300 * M, 400 * M, 880 * M, 50 * M, 250 * M, 100 * M),
-         B + 100'000'001);
-  return b.Build();
+                              400 * M, 880 * M, 300 * M, 880 * M, 50 * M, 100 * M, 150 * M, 200 * M,
+                              250 * M, 300 * M, 400 * M, 880 * M, 50 * M, 250 * M, 100 * M));
+}
+
+// 800 MiB held (78% of the GPU): FP32 AdamW state and a step's outputs kept into the next step:
+// fp32-optimizer-state and held-across-steps, priced in bytes of the allocated peak.
+Run TorchStateRun() {
+  const uint64_t M = MiB;
+  return TorchRun(800 * MiB,
+                  fmt::format(R"({{"v":1,"device":0,"when":"exit","now_us":1,"max_allocated":{0},
+ "max_reserved":{0},"allocated":{0},"reserved":{0},"complete":true,"optimizer_steps":6,
+ "backward_passes":6,"moments":[{{"kind":"allocated_peak","t_us":1,"allocated":{0},
+ "reserved":{0},"kept":{1},"kept_blocks":[[null,{1}]],
+ "categories":{{"parameters":{1},"optimizer_state":{2},"other":{1}}}}}],
+ "step_end":{{"t_us":1,"blocks":[[null,{1},"other"]],"rest_bytes":0,"rest_blocks":0}},
+ "dtypes":{{"optimizer_state":{{"float32":{2}}}}}}})",
+                              800 * M, 200 * M, 400 * M));
 }
 
 Run HealthyRun() {
@@ -385,6 +405,7 @@ const std::vector<Scenario>& Scenarios() {
                                           {"latency-bound", [] { return LatencyRun(true); }},
                                           {"rank-imbalance", StragglerRun},
                                           {"torch-memory", TorchMemoryRun},
+                                          {"torch-state", TorchStateRun},
                                           {"healthy", HealthyRun}};
   return s;
 }
@@ -904,6 +925,23 @@ TEST(Hints, TheMemoryRulesPriceBytesOfTheirPeak) {
   EXPECT_EQ(ids, "activation-memory allocator-fragmentation memory-leak dominant-kernel ");
 }
 
+TEST(Hints, Fp32StateAndTensorsKeptAcrossStepsPriceBytesOfTheirPeak) {
+  const Result r = Compute(TorchStateRun());
+  const Hint* state = Find(r, "fp32-optimizer-state");
+  const Hint* held = Find(r, "held-across-steps");
+  ASSERT_NE(state, nullptr);
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(state->est_saving_bytes, 200 * MiB);  // 400 MiB of FP32 state in bfloat16
+  EXPECT_DOUBLE_EQ(state->est_saving_bytes_pct, 25.0);
+  EXPECT_EQ(held->est_saving_bytes, 200 * MiB);
+  EXPECT_NE(held->summary.find("the most, 200.0 MiB, made before the history's window"),
+            std::string::npos)
+      << held->summary;
+  for (const Hint* h : {state, held}) EXPECT_EQ(h->est_saving_ns, 0u) << h->id;
+  EXPECT_EQ(Find(r, "allocator-fragmentation"), nullptr);
+  EXPECT_EQ(Find(r, "memory-leak"), nullptr);
+}
+
 TEST(Hints, EveryRuleIsExercised) {
   std::set<std::string> produced;
   for (const auto& s : Scenarios())
@@ -914,7 +952,7 @@ TEST(Hints, EveryRuleIsExercised) {
 
 TEST(Hints, IdsAndSeverityNames) {
   const auto& ids = HintIds();
-  EXPECT_EQ(ids.size(), 22u);
+  EXPECT_EQ(ids.size(), 24u);
   EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size());
   EXPECT_STREQ(SeverityName(Severity::Info), "info");
   EXPECT_STREQ(SeverityName(Severity::Warning), "warning");

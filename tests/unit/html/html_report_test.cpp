@@ -220,13 +220,13 @@ TEST(HtmlMemory, ByLibraryWithoutPyTorchsCategories) {
   const json doc = json::parse(HtmlReportData(*l->tl, l->hints, HtmlOptions{}));
   ASSERT_EQ(doc.at("memory_by_owner").size(), 1u);
   const json& s = doc["memory_by_owner"][0];
-  const std::vector<std::string> owners = {"(library not recorded)",
+  const std::vector<std::string> owners = {"(library not recorded) from cudaMalloc",
                                            "static memory (module globals)", "other owners"};
   EXPECT_EQ(s["owners"].get<std::vector<std::string>>(), owners);
   EXPECT_EQ(s["peak_bytes"], 350497084);
   EXPECT_EQ(s["at_peak"]["owners_by"], "library");
   ASSERT_EQ(s["at_peak"]["owners"].size(), 2u);
-  EXPECT_EQ(s["at_peak"]["owners"][0]["name"], "(library not recorded)");
+  EXPECT_EQ(s["at_peak"]["owners"][0]["name"], "(library not recorded) from cudaMalloc");
   EXPECT_EQ(s["at_peak"]["owners"][0]["live_bytes"], 350488576);
   EXPECT_EQ(s["at_peak"]["owners"][1]["live_bytes"], 8508);
   EXPECT_EQ(s["at_peak"]["range"], "");

@@ -39,10 +39,8 @@ TEST(SqliteExport, HostileStringsRoundTripAsData) {
   }
   kprof::Run run;
   run.processes.push_back(std::move(b.t));
-  test::Analysed an(std::move(run));
-  const std::string path = test::TempPath("hostile.sqlite");
-  an.Export(path);
-  test::Db db(path);
+  test::Exported out(std::move(run), "hostile.sqlite");
+  test::Db& db = *out.db;
   for (const std::string& name : hostile) {
     SCOPED_TRACE(name.substr(0, 40));
     // The exact bytes, found by a bound parameter.
@@ -62,7 +60,6 @@ TEST(SqliteExport, HostileStringsRoundTripAsData) {
   EXPECT_EQ(db.Int("SELECT COUNT(*) FROM sqlite_master WHERE name = 'StringIds'"), 1);
   EXPECT_EQ(db.Int("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"),
             static_cast<int64_t>(hostile.size()));
-  std::filesystem::remove(path);
 }
 
 TEST(SqliteExport, ProcessesKeepTheirGlobalIds) {
@@ -74,10 +71,8 @@ TEST(SqliteExport, ProcessesKeepTheirGlobalIds) {
     b.Launch(7, 1'000 * pid + 100, "gemm", 1'000 * pid + 2'000, 1'000 * pid + 5'000);
     run.processes.push_back(std::move(b.t));
   }
-  test::Analysed an(std::move(run));
-  const std::string path = test::TempPath("procs.sqlite");
-  an.Export(path);
-  test::Db db(path);
+  test::Exported out(std::move(run), "procs.sqlite");
+  test::Db& db = *out.db;
   const auto rows = db.Query(
       "SELECT k.globalPid / 0x1000000 % 0x1000000, r.globalTid % 0x1000000 FROM "
       "CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = "
@@ -91,7 +86,6 @@ TEST(SqliteExport, ProcessesKeepTheirGlobalIds) {
   // One session start for the run: the earliest record of any process.
   EXPECT_EQ(db.Int("SELECT MIN(start) FROM NVTX_EVENTS"), 0);
   EXPECT_EQ(db.Int("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME"), 100'000);
-  std::filesystem::remove(path);
 }
 
 TEST(SqliteExport, KernelShortNameIsTheBaseName) {
@@ -423,37 +417,51 @@ TEST_F(SqliteMemory, PeakByOwnerQueryOfTheDocs) {
   EXPECT_EQ(db_->Int("SELECT activations FROM KPROF_PYTORCH_MEMORY_MOMENTS m JOIN "
                      "KPROF_MEMORY_STATES s ON m.kind = s.torchMoment"),
             610308608);
+  // The exact join: the payload and the moment's time.
+  const auto joined = db_->Query(
+      "SELECT m.kind, m.activations FROM KPROF_MEMORY_STATES s JOIN "
+      "KPROF_PYTORCH_MEMORY_MOMENTS m ON m.torchId = s.torchId AND m.timestamp = "
+      "s.torchMomentTimestamp WHERE s.moment = 'peak'");
+  ASSERT_EQ(joined.size(), 1u);
+  EXPECT_EQ(joined[0][0].s, "reserved_peak");
+  EXPECT_EQ(joined[0][1].i, 610308608);
 }
 
-// An analysis of the memory view (kprof report --by memory) keeps every owner already: the export
-// writes it as it is, and the tables are those of the default analysis, row for row.
+// An analysis of the memory view (kprof report --by memory), and kprof export's (the op view with
+// every memory owner), keep every owner already: the export writes it as it is (one summary), and
+// the tables are those of the default analysis, row for row.
 TEST_F(SqliteMemory, MemoryViewAnalysisGivesTheSameTables) {
   Open("memory_oom_torch");
-  AnalysisOptions opts;
-  opts.by = GroupBy::Memory;
-  const Analysis memory_view = Analyze(an_->timeline, opts);
-  ASSERT_EQ(memory_view.memory.peaks.at(0).by_owner.size(), 9u);
-  const std::string path = test::TempPath("memory_view.sqlite");
-  SqliteExportOptions o;
-  o.force = true;
-  WriteSqlite(path, an_->timeline, memory_view, an_->hints, o);
-  test::Db other(path);
-  const char* tables[] = {"KPROF_MEMORY_STATES", "KPROF_MEMORY_OWNERS", "KPROF_MEMORY_LIVE",
-                          "KPROF_PYTORCH_MEMORY", "KPROF_PYTORCH_MEMORY_MOMENTS"};
-  for (const char* table : tables) {
-    SCOPED_TRACE(table);
-    const std::string sql = std::string("SELECT * FROM ") + table + " ORDER BY rowid";
-    const auto a = db_->Query(sql), b = other.Query(sql);
-    ASSERT_EQ(a.size(), b.size());
-    ASSERT_FALSE(a.empty());
-    for (size_t i = 0; i < a.size(); ++i)
-      for (size_t k = 0; k < a[i].size(); ++k) {
-        EXPECT_EQ(a[i][k].type, b[i][k].type);
-        EXPECT_EQ(a[i][k].i, b[i][k].i);
-        EXPECT_EQ(a[i][k].s, b[i][k].s);
-      }
+  AnalysisOptions view, every;
+  view.by = GroupBy::Memory;
+  every.every_memory_owner = true;
+  for (const AnalysisOptions& opts : {view, every}) {
+    SCOPED_TRACE(opts.every_memory_owner ? "every owner" : "memory view");
+    const Analysis uncut = Analyze(an_->timeline, opts);
+    EXPECT_EQ(uncut.memory.top, SIZE_MAX);
+    ASSERT_EQ(uncut.memory.peaks.at(0).by_owner.size(), 9u);
+    const std::string path = test::TempPath("memory_view.sqlite");
+    SqliteExportOptions o;
+    o.force = true;
+    WriteSqlite(path, an_->timeline, uncut, an_->hints, o);
+    test::Db other(path);
+    const char* tables[] = {"KPROF_MEMORY_STATES", "KPROF_MEMORY_OWNERS", "KPROF_MEMORY_LIVE",
+                            "KPROF_PYTORCH_MEMORY", "KPROF_PYTORCH_MEMORY_MOMENTS"};
+    for (const char* table : tables) {
+      SCOPED_TRACE(table);
+      const std::string sql = std::string("SELECT * FROM ") + table + " ORDER BY rowid";
+      const auto a = db_->Query(sql), b = other.Query(sql);
+      ASSERT_EQ(a.size(), b.size());
+      ASSERT_FALSE(a.empty());
+      for (size_t i = 0; i < a.size(); ++i)
+        for (size_t k = 0; k < a[i].size(); ++k) {
+          EXPECT_EQ(a[i][k].type, b[i][k].type);
+          EXPECT_EQ(a[i][k].i, b[i][k].i);
+          EXPECT_EQ(a[i][k].s, b[i][k].s);
+        }
+    }
+    std::filesystem::remove(path);
   }
-  std::filesystem::remove(path);
 }
 
 // A process's first three failures and its last are described; the others are rows with
@@ -482,10 +490,8 @@ TEST(SqliteExportMemory, UndescribedFailuresAreRowsWithoutOwners) {
   }
   kprof::Run run;
   run.processes.push_back(std::move(b.t));
-  test::Analysed an(std::move(run));
-  const std::string path = test::TempPath("failures.sqlite");
-  an.Export(path);
-  test::Db db(path);
+  test::Exported out(std::move(run), "failures.sqlite");
+  test::Db& db = *out.db;
   const auto rows = db.Query(
       "SELECT moment, rank, deviceId, liveBytes, capacityBytes, requestedBytes, timestamp, "
       "(SELECT COUNT(*) FROM KPROF_MEMORY_OWNERS o WHERE o.stateId = s.id) FROM "
@@ -511,7 +517,6 @@ TEST(SqliteExportMemory, UndescribedFailuresAreRowsWithoutOwners) {
     EXPECT_EQ(rows[i][7].i, described ? 2 : 0);
   }
   EXPECT_EQ(db.Int("SELECT COUNT(*) FROM KPROF_PYTORCH_MEMORY"), 0);
-  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -99,4 +99,22 @@ inline std::string TempPath(const std::string& name) {
   return (std::filesystem::path(::testing::TempDir()) / name).string();
 }
 
+/// A run analysed and exported to a temporary database named `name`, open for reading; the file
+/// goes with it.
+struct Exported {
+  std::string path;
+  Analysed an;
+  std::optional<Db> db;
+  Exported(Run run, const std::string& name) : path(TempPath(name)), an(std::move(run)) {
+    an.Export(path);
+    db.emplace(path);
+  }
+  ~Exported() {
+    db.reset();
+    std::filesystem::remove(path);
+  }
+  Exported(const Exported&) = delete;
+  Exported& operator=(const Exported&) = delete;
+};
+
 }  // namespace kprof::test
