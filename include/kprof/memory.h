@@ -160,9 +160,11 @@ struct MemoryState {
   /// bytes equal what CUPTI saw the allocator hold (torch_matched).
   std::string torch_moment;
   bool torch_matched = false;
-  /// The joined moment's time, and when its payload was written (TorchMemory::t_ns: with pid and
-  /// device, which payload of MemorySummary::torch); 0 when none was joined.
-  uint64_t torch_moment_t_ns = 0, torch_t_ns = 0;
+  /// When the joined moment's payload was written (TorchMemory::t_ns: with pid, rank and device,
+  /// which payload of MemorySummary::torch; 0 when none was joined) and the moment's index in its
+  /// moments.
+  uint64_t torch_t_ns = 0;
+  size_t torch_moment_index = 0;
   std::vector<MemoryOwner> by_range;    ///< by the innermost op range of the allocating call
   std::vector<LiveAllocation> largest;  ///< the largest live allocations, largest first
   std::string range;  ///< the op range open when the peak was reached ("" = none, or a failure)

@@ -255,8 +255,8 @@ void JoinTorchMemory(MemoryState& s, const std::vector<TorchMemory>& torch) {
   }
   if (best == nullptr) return;
   s.torch_moment = best->kind;
-  s.torch_moment_t_ns = best->t_ns;
   s.torch_t_ns = from->t_ns;
+  s.torch_moment_index = static_cast<size_t>(best - from->moments.data());
   s.torch_matched = true;
   for (const MemoryOwner& o : s.by_library)
     if (&o != lib) s.by_owner.push_back(o);
@@ -319,11 +319,16 @@ std::vector<StepEndOwner> ByOp(const ProcessTimeline& t, const std::vector<StepE
       add("(made before the history's window)", "", b.category, b.bytes, 1);
       continue;
     }
-    int r = OpenLastAt(ix, b.t_ns);
-    while (r >= 0 && OnlyAllocates(ix.Name(static_cast<size_t>(r))) &&
-           ix.ranges[static_cast<size_t>(r)].parent >= 0)
-      r = ix.ranges[static_cast<size_t>(r)].parent;
-    const int m = OpenLastAt(ix.modules, b.t_ns);
+    // The layer's times are whole µs, rounded down: the last ns of that µs, so that an
+    // allocation in the µs an op began is the op's.
+    const uint64_t at = b.t_ns > UINT64_MAX - 999 ? b.t_ns : b.t_ns + 999;
+    int r = OpenLastAt(ix, at);
+    while (r >= 0 && OnlyAllocates(ix.Name(static_cast<size_t>(r)))) {
+      const int up = ix.ranges[static_cast<size_t>(r)].parent;
+      if (up < 0 || !ix.Name(static_cast<size_t>(up)).starts_with("aten::")) break;
+      r = up;  // an aten op around it (not the program's own range)
+    }
+    const int m = OpenLastAt(ix.modules, at);
     std::string module;
     if (m >= 0 && t.process != nullptr)
       module =

@@ -186,7 +186,7 @@ class MemoryStates {
                                 "id, globalPid, pid, rank, deviceId, moment, timestamp, liveBytes, "
                                 "capacityBytes, range, torchMoment, torchMatched, partial, "
                                 "failedCall, requestedBytes, errorCode, torchId, "
-                                "torchMomentTimestamp")),
+                                "torchMomentPosition")),
         owners_(c.db, InsertSql("KPROF_MEMORY_OWNERS",
                                 "stateId, view, name, liveBytes, liveAllocations, "
                                 "madeAllocations, position")),
@@ -214,19 +214,19 @@ class MemoryStates {
       requested = f->bytes;
       code = f->code;
     }
-    // The payload the moment was joined from, and the moment's time: an exact join with
-    // KPROF_PYTORCH_MEMORY_MOMENTS on (torchId, timestamp).
-    std::optional<int64_t> torch_id, torch_t;
+    // The payload the moment was joined from, and the moment's position in it: an exact join
+    // with KPROF_PYTORCH_MEMORY_MOMENTS on (torchId, position).
+    std::optional<int64_t> torch_id, torch_position;
     for (size_t i = 0; s.torch_matched && i < torch_.size(); ++i)
-      if (torch_[i].pid == s.pid && torch_[i].device == s.device &&
+      if (torch_[i].pid == s.pid && torch_[i].rank == s.rank && torch_[i].device == s.device &&
           torch_[i].t_ns == s.torch_t_ns) {
         torch_id = static_cast<int64_t>(i);
-        torch_t = c_.Rel(s.torch_moment_t_ns);
+        torch_position = static_cast<int64_t>(s.torch_moment_index);
         break;
       }
     states_.Insert(id, GlobalPid(s.pid), s.pid, RankOf(s.rank), device, moment, c_.Rel(s.t_ns),
                    live, capacity, Text(range), Text(s.torch_moment), s.torch_matched ? 1 : 0,
-                   s.partial ? 1 : 0, call, requested, code, torch_id, torch_t);
+                   s.partial ? 1 : 0, call, requested, code, torch_id, torch_position);
     Owners(id, "library", s.by_library);
     Owners(id, "owner", s.by_owner);
     Owners(id, "range", s.by_range);
@@ -260,8 +260,8 @@ void WritePyTorchMemory(Context& c, const std::vector<TorchMemory>& torch) {
   // The categories' columns, in the order of kTorchCategories (TorchCategoryName).
   static_assert(kTorchCategories == 5);
   Stmt moments(c.db, InsertSql("KPROF_PYTORCH_MEMORY_MOMENTS",
-                               "torchId, kind, timestamp, allocated, reserved, parameters, "
-                               "gradients, optimizerState, activations, other"));
+                               "torchId, position, kind, timestamp, allocated, reserved, "
+                               "parameters, gradients, optimizerState, activations, other"));
   for (size_t i = 0; i < torch.size(); ++i) {
     const TorchMemory& t = torch[i];
     const auto id = static_cast<int64_t>(i);
@@ -272,10 +272,11 @@ void WritePyTorchMemory(Context& c, const std::vector<TorchMemory>& torch) {
                                             : std::nullopt,
               t.complete ? 1 : 0, t.entries, t.windows, t.unrecorded_steps, t.optimizer_steps,
               t.backward_passes, Text(t.alloc_conf));
-    for (const TorchMoment& m : t.moments) {
+    for (size_t k = 0; k < t.moments.size(); ++k) {
+      const TorchMoment& m = t.moments[k];
       const auto& b = m.bytes;
-      moments.Insert(id, m.kind, c.Rel(m.t_ns), m.allocated, m.reserved, b[0], b[1], b[2], b[3],
-                     b[4]);
+      moments.Insert(id, static_cast<int64_t>(k), m.kind, c.Rel(m.t_ns), m.allocated, m.reserved,
+                     b[0], b[1], b[2], b[3], b[4]);
     }
   }
 }

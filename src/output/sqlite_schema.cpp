@@ -133,7 +133,7 @@ CREATE TABLE KPROF_MEMORY_STATES (
   rank INTEGER, deviceId INTEGER, moment TEXT NOT NULL, timestamp INTEGER NOT NULL,
   liveBytes INTEGER, capacityBytes INTEGER, range TEXT, torchMoment TEXT,
   torchMatched INTEGER NOT NULL, partial INTEGER NOT NULL, failedCall TEXT,
-  requestedBytes INTEGER, errorCode INTEGER, torchId INTEGER, torchMomentTimestamp INTEGER
+  requestedBytes INTEGER, errorCode INTEGER, torchId INTEGER, torchMomentPosition INTEGER
 );
 CREATE TABLE KPROF_MEMORY_OWNERS (
   stateId INTEGER NOT NULL, view TEXT NOT NULL, name TEXT NOT NULL, liveBytes INTEGER NOT NULL,
@@ -155,7 +155,7 @@ CREATE TABLE KPROF_PYTORCH_MEMORY (
   backwardPasses INTEGER NOT NULL, allocConf TEXT
 );
 CREATE TABLE KPROF_PYTORCH_MEMORY_MOMENTS (
-  torchId INTEGER NOT NULL, kind TEXT NOT NULL, timestamp INTEGER NOT NULL,
+  torchId INTEGER NOT NULL, position INTEGER NOT NULL, kind TEXT NOT NULL, timestamp INTEGER NOT NULL,
   allocated INTEGER NOT NULL, reserved INTEGER NOT NULL, parameters INTEGER NOT NULL,
   gradients INTEGER NOT NULL, optimizerState INTEGER NOT NULL, activations INTEGER NOT NULL,
   other INTEGER NOT NULL

@@ -181,9 +181,12 @@ class _Categorizer:
         """Whether the block, live at `t`, was made in the step before: it outlived one optimizer
         step (before `t`) and was freed before the next (a step's outputs or loss referenced
         until the next step replaces them). A block that outlives two steps (a batch made once
-        and read each step, a cache) or lives past the history is not counted."""
+        and read each step, a cache) or lives past the history is not counted, nor one made
+        before the window (how many steps it outlived is not known)."""
+        if inst.t0 == -_INF or inst.t0 < self.t_start:
+            return False
         h = self.notes.hook_times
-        i = bisect_left(h, max(inst.t0, self.t_start))
+        i = bisect_left(h, inst.t0)
         return i + 1 < len(h) and h[i] < t and inst.t1 <= h[i + 1]
 
 

@@ -204,6 +204,12 @@ class Replay(unittest.TestCase):
         for t1 in (90, R._INF):
             m = R._moment("x", 55, 0, 0, [R._Instance(K, 8 * KiB, 20, t1)], cat)
             self.assertEqual((m["kept"], "kept_blocks" in m), (0, False))
+        # Made before the window (a later one, from 40; or before the history): how many steps
+        # it outlived is not known, so it is not counted.
+        later = R._Categorizer(n, 0, {}, t_start=40)
+        for t0 in (-R._INF, 30):
+            m = R._moment("x", 55, 0, 0, [R._Instance(K, 8 * KiB, t0, 70)], later)
+            self.assertEqual(m["kept"], 0)
 
     def test_step_end_lists_the_blocks_live_after_the_windows_last_step(self):
         n = notes()  # a second step at 63, while T (62-65) lives: P, S and T, the largest first

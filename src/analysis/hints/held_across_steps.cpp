@@ -29,11 +29,13 @@ std::optional<Hint> HeldAcrossSteps(const RuleContext& c) {
     if (p == nullptr || p->allocated <= 0 || p->kept_by_op.empty()) continue;
     const StepEndOwner& top = p->kept_by_op.front();  // most bytes first
     Hint h;
-    if (!PriceBytes(h, p->kept, p->allocated)) continue;
+    const int64_t kept =
+        std::min(p->kept, p->bytes[kOther]);  // a payload's figures, trusted no more
+    if (!PriceBytes(h, kept, p->allocated)) continue;
     h.summary = fmt::format(
         "{} of tensors made in the step before are still held at PyTorch's allocated peak "
         "(GPU {}, pid {}): no parameter, gradient or optimizer state; the most, {}, {}",
-        FormatBytes(static_cast<uint64_t>(p->kept)), t->device, t->pid,
+        FormatBytes(static_cast<uint64_t>(kept)), t->device, t->pid,
         FormatBytes(static_cast<uint64_t>(top.bytes)), Made(top));
     for (const StepEndOwner& o : p->kept_by_op)
       if (h.evidence.size() < 3)
@@ -44,7 +46,7 @@ std::optional<Hint> HeldAcrossSteps(const RuleContext& c) {
         "at the allocated peak ({}): {} of other tensors, {} of them made in the step before",
         FormatBytes(static_cast<uint64_t>(p->allocated)),
         FormatBytes(static_cast<uint64_t>(p->bytes[kOther])),
-        FormatBytes(static_cast<uint64_t>(p->kept))));
+        FormatBytes(static_cast<uint64_t>(kept))));
     h.assumption =
         "the step that holds them does not read them (a step's outputs or loss kept in a "
         "variable until the next step replaces them, tensors kept for logging); inputs "

@@ -46,9 +46,11 @@ test::TraceBuilder Step(const std::string& payload) {
   test::TraceBuilder b;
   b.Range(1, "train_step", 5'000, 60'000);
   b.Range(1, "kprof.module:model.head|Linear", 10'000, 30'000);
-  b.Range(1, "aten::cat", 12'000, 18'000);
+  b.Range(1, "aten::cat", 11'400, 18'000);
   b.Range(1, "aten::empty", 14'000, 15'500);  // inside aten::cat: the block is aten::cat's
   b.Range(2, "aten::mm", 40'000, 50'000);
+  b.Range(1, "fwd", 20'000, 22'000);  // the program's own range
+  b.Range(1, "aten::empty", 20'500, 21'000);
   b.Add(RecordKind::MarkerInstant, payload, 90'000, 90'000);
   return b;
 }
@@ -72,16 +74,16 @@ std::string StepEnd(const std::string& blocks, int64_t rest_bytes, int rest_bloc
 TEST(MemoryStepEnd, BlocksLiveAfterTheStepAreOwnedByTheOpAndModuleThatMadeThem) {
   const std::string blocks = fmt::format(
       R"([15,{0},"other"],[45,{1},"gradients"],[null,{2},"parameters"],[70,{3},"other"],)"
-      R"([16,{4},"other"])",
-      64 * kMiB, 32 * kMiB, 16 * kMiB, 8 * kMiB, 4 * kMiB);
+      R"([16,{4},"other"],[20,{5},"other"],[11,{6},"activations"])",
+      64 * kMiB, 32 * kMiB, 16 * kMiB, 8 * kMiB, 4 * kMiB, 2 * kMiB, kMiB / 2);
   const Analysis an = Analyzed(Step(Payload(1024 * kMiB, 0, 0, StepEnd(blocks, kMiB, 3))));
   ASSERT_EQ(an.memory.torch.size(), 1u);
   const TorchMemory& t = an.memory.torch[0];
   EXPECT_EQ(t.step_end_t_ns, 80'000u);
-  ASSERT_EQ(t.step_end.size(), 5u);
+  ASSERT_EQ(t.step_end.size(), 7u);
   EXPECT_EQ(t.step_end[2].t_ns, 0u);  // made before the history's window
-  EXPECT_EQ(t.step_end_live_bytes, 125 * kMiB);
-  ASSERT_EQ(t.step_end_by_op.size(), 5u);
+  EXPECT_EQ(t.step_end_live_bytes, 125 * kMiB + 2 * kMiB + kMiB / 2);
+  ASSERT_EQ(t.step_end_by_op.size(), 7u);
   const auto& o = t.step_end_by_op;
   // Two blocks of aten::cat inside the module call.
   EXPECT_EQ(o[0].op, "aten::cat");
@@ -96,9 +98,16 @@ TEST(MemoryStepEnd, BlocksLiveAfterTheStepAreOwnedByTheOpAndModuleThatMadeThem) 
   EXPECT_EQ(o[2].op, "(made before the history's window)");
   EXPECT_EQ(o[3].op, "(no range)");
   EXPECT_EQ(o[3].bytes, 8 * kMiB);
-  EXPECT_EQ(o[4].op, "(smaller blocks)");
-  EXPECT_EQ(o[4].blocks, 3u);
-  EXPECT_EQ(o[4].bytes, kMiB);
+  // aten::empty inside the program's own range stays aten::empty (the walk up stops at aten).
+  EXPECT_EQ(o[4].op, "aten::empty");
+  EXPECT_EQ(o[4].bytes, 2 * kMiB);
+  EXPECT_EQ(o[5].op, "(smaller blocks)");
+  EXPECT_EQ(o[5].blocks, 3u);
+  EXPECT_EQ(o[5].bytes, kMiB);
+  // Made in the µs aten::cat began (11 µs, rounded down from 11.x): aten::cat's, in the module.
+  EXPECT_EQ(o[6].op, "aten::cat");
+  EXPECT_EQ(o[6].module, "model.head");
+  EXPECT_EQ(TorchCategoryName(o[6].category), "activations");
 }
 
 TEST(MemoryStepEnd, HostileStepEndsAndDtypesAreBounded) {

@@ -417,11 +417,11 @@ TEST_F(SqliteMemory, PeakByOwnerQueryOfTheDocs) {
   EXPECT_EQ(db_->Int("SELECT activations FROM KPROF_PYTORCH_MEMORY_MOMENTS m JOIN "
                      "KPROF_MEMORY_STATES s ON m.kind = s.torchMoment"),
             610308608);
-  // The exact join: the payload and the moment's time.
+  // The exact join: the payload and the moment's position in it.
   const auto joined = db_->Query(
       "SELECT m.kind, m.activations FROM KPROF_MEMORY_STATES s JOIN "
-      "KPROF_PYTORCH_MEMORY_MOMENTS m ON m.torchId = s.torchId AND m.timestamp = "
-      "s.torchMomentTimestamp WHERE s.moment = 'peak'");
+      "KPROF_PYTORCH_MEMORY_MOMENTS m ON m.torchId = s.torchId AND m.position = "
+      "s.torchMomentPosition WHERE s.moment = 'peak'");
   ASSERT_EQ(joined.size(), 1u);
   EXPECT_EQ(joined[0][0].s, "reserved_peak");
   EXPECT_EQ(joined[0][1].i, 610308608);
