@@ -136,8 +136,8 @@ void Present(const Run& whole, const ViewOptions& v, const std::string& saved_to
   ao.by = *by;
   auto fmt = ParseFormat(v.format);
   if (!fmt) throw InputError("--format " + v.format + ": expected table|csv|json|md");
-  if (ao.by == GroupBy::Memory && (*fmt == Format::Csv || *fmt == Format::Markdown))
-    throw InputError("--by memory: shown by --format table and json, not " + v.format);
+  if (ao.by == GroupBy::Memory && *fmt == Format::Markdown)
+    throw InputError("--by memory: shown by --format table, json and csv, not " + v.format);
   if (v.sort == "gpu")
     ao.sort = AnalysisOptions::Sort::Gpu;
   else if (v.sort == "calls")

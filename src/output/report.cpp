@@ -364,6 +364,7 @@ std::string Csv(const std::string& raw) {
 }
 
 void WriteCsv(std::ostream& out, const Analysis& a) {
+  if (a.by == GroupBy::Memory) return report_memory::Csv(out, a, Csv);
   // Runs with hardware counters: a last column with each row's class (docs/counters.md).
   const bool bound = HasCounters(a) && BoundView(a.by);
   const auto end = [&](Bound b) { return bound ? fmt::format(",{}\n", BoundName(b)) : "\n"; };

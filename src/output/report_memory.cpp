@@ -262,6 +262,40 @@ void Peaks(std::ostream& out, const Analysis& a, bool all) {
                        m.allocations - m.sourced_allocations, m.allocations);
 }
 
+void Csv(std::ostream& out, const Analysis& a, std::string (*field)(const std::string&)) {
+  out << "pid,rank,device,moment,t_ns,live_bytes,view,owner,owner_bytes,live_allocations,"
+         "allocations,position\n";
+  const auto rank = [](int r) { return r >= 0 ? std::to_string(r) : std::string(); };
+  const auto state = [&](const MemoryState& s, const char* moment) {
+    const std::string device = s.device == kNoDevice ? "" : std::to_string(s.device);
+    const auto rows = [&](const char* view, const std::vector<MemoryOwner>& owners) {
+      for (size_t i = 0; i < owners.size(); ++i) {
+        const MemoryOwner& o = owners[i];
+        out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", s.pid, rank(s.rank), device,
+                           moment, s.t_ns, s.live_bytes, view, field(o.name), o.live_bytes,
+                           o.live_allocations, o.allocations, i);
+      }
+    };
+    rows("library", s.by_library);
+    rows("owner", s.by_owner);
+    rows("range", s.by_range);
+  };
+  for (const MemoryState& s : a.memory.peaks) state(s, "peak");
+  for (const FailedAllocation& f : a.memory.failures)
+    if (f.described) state(f.state, "failure");
+  // What PyTorch's allocator held after the last optimizer step, by the op that made it: the
+  // view is the category, the owner the op (and module).
+  for (const TorchMemory& t : a.memory.torch)
+    for (size_t i = 0; i < t.step_end_by_op.size(); ++i) {
+      const StepEndOwner& o = t.step_end_by_op[i];
+      out << fmt::format("{},{},{},step_end,{},{},{},{},{},{},{},{}\n", t.pid, rank(t.rank),
+                         t.device, t.step_end_t_ns, t.step_end_live_bytes,
+                         field(std::string(TorchCategoryName(o.category))),
+                         field(o.module.empty() ? o.op : o.op + " in " + o.module), o.bytes,
+                         o.blocks, o.blocks, i);
+    }
+}
+
 void Json(nlohmann::ordered_json& j, const Analysis& a) {
   const MemorySummary& m = a.memory;
   if (m.peaks.empty() && m.failures.empty()) return;

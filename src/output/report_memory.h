@@ -1,6 +1,6 @@
 // Internal to the output library: device memory by owner and the failed allocations
-// (docs/memory.md), for the table and JSON reports (report.cpp, summary_json.cpp); --by memory
-// is refused in CSV and Markdown (src/cli/present.cpp).
+// (docs/memory.md), for the table, JSON and CSV reports (report.cpp, summary_json.cpp); --by
+// memory is refused in Markdown (src/cli/present.cpp).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -16,5 +16,9 @@ void OutOfMemory(std::ostream& out, const Analysis& a);
 void Peaks(std::ostream& out, const Analysis& a, bool all);
 /// Adds "memory" to the JSON summary document (when anything was recorded).
 void Json(nlohmann::ordered_json& j, const Analysis& a);
+/// --by memory --format csv: one row per owner of each state (the peaks, the described failures)
+/// by library, by owner and by range, and per op of what PyTorch's allocator held after the last
+/// optimizer step; `field` quotes a text field.
+void Csv(std::ostream& out, const Analysis& a, std::string (*field)(const std::string&));
 
 }  // namespace kprof::report_memory

@@ -3,10 +3,14 @@
 // known owners took known bytes. The failure, what held the memory then and the peak are exact.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "kprof/analysis.h"
 #include "kprof/memory.h"
+#include "kprof/output.h"
 #include "kprof/timeline.h"
 #include "kprof/trace.h"
 
@@ -145,6 +149,67 @@ TEST(MemoryRecordings, TorchOutOfMemoryNamesWhatHeldTheMemory) {
   EXPECT_EQ(r.an.memory.torch[0].when, "oom");
   EXPECT_EQ(r.an.memory.torch[0].requested, 148849557504);
   EXPECT_EQ(r.an.memory.torch[1].when, "exit");
+}
+
+}  // namespace
+}  // namespace kprof
+
+namespace kprof {
+namespace {
+
+// --by memory --format csv on the PyTorch OOM recording: one row per owner of each state, each
+// state's rows of one view adding up to its live bytes, as the analysis holds them.
+TEST(MemoryRecordings, CsvRowsAreTheOwnersOfEachState) {
+  const Recorded r = Load("memory_oom_torch");
+  ReportOptions o;
+  o.format = Format::Csv;
+  std::ostringstream out;
+  WriteReport(out, r.run, r.an, {}, o);
+  std::istringstream in(out.str());
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line,
+            "pid,rank,device,moment,t_ns,live_bytes,view,owner,owner_bytes,live_allocations,"
+            "allocations,position");
+  std::map<std::pair<std::string, std::string>, int64_t> sums;  // (state, view) -> bytes
+  std::map<std::string, int64_t> live;
+  size_t rows = 0;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f(1);  // fields; a quoted one may hold commas and doubled quotes
+    bool quoted = false;
+    for (size_t i = 0; i < line.size(); ++i) {
+      const char c = line[i];
+      if (c == '"' && quoted && i + 1 < line.size() && line[i + 1] == '"') {
+        f.back() += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = !quoted;
+      } else if (c == ',' && !quoted) {
+        f.emplace_back();
+      } else {
+        f.back() += c;
+      }
+    }
+    ASSERT_EQ(f.size(), 12u) << line;
+    ++rows;
+    if (f[3] == "step_end") continue;
+    const std::string state = f[3] + "@" + f[4];
+    sums[{state, f[6]}] += std::stoll(f[8]);
+    live[state] = std::stoll(f[5]);
+  }
+  size_t want = 0;
+  const auto count = [&](const MemoryState& s) {
+    want += s.by_library.size() + s.by_owner.size() + s.by_range.size();
+  };
+  for (const MemoryState& s : r.an.memory.peaks) count(s);
+  for (const FailedAllocation& f : r.an.memory.failures)
+    if (f.described) count(f.state);
+  EXPECT_EQ(rows, want);  // the OOM recording predates the step-end rows
+  ASSERT_FALSE(sums.empty());
+  for (const auto& [key, bytes] : sums)
+    if (key.second != "owner") {
+      EXPECT_EQ(bytes, live[key.first]) << key.first << " " << key.second;
+    }
 }
 
 }  // namespace
