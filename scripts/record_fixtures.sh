@@ -80,6 +80,8 @@ record memory_oom_exit "$K/oom_planted" exit
 # of the same script beside it (plain.txt: each length's first call against the others).
 if "$PY" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   record pytorch_decode_shapes "$PY" tests/gpu/scripts/decode_shapes.py 64 4
+  # Issue 37: a step's FP32 logits kept into the next step (held-across-steps, step-end view).
+  record memory_torch_hold "$PY" tests/gpu/scripts/memory_train.py --steps 6 --hold
   "$PY" tests/gpu/scripts/decode_shapes.py 64 4 > "$DEST/pytorch_decode_shapes/plain.txt" 2>&1
 fi
 # kprof diff on real runs: 5 runs of train_step, 5 more, and 5 with attention_like 10% slower.

@@ -45,11 +45,17 @@ struct StepEndBlock {
   uint8_t category = 0;  ///< as TorchCategoryName
 };
 
+/// StepEndOwner::op of the blocks not made inside an op range, made before the history's window
+/// began (no time), and the blocks the layer did not list (summed).
+inline constexpr std::string_view kOpNoRange = "(no range)";
+inline constexpr std::string_view kOpBeforeWindow = "(made before the history's window)";
+inline constexpr std::string_view kOpSmallerBlocks = "(smaller blocks)";
+
 /// Bytes live at a moment, by where they were allocated.
 struct StepEndOwner {
   /// The op range open at the allocation (the innermost, on any thread, but an op that only
-  /// allocates, aten::empty_strided, gives its enclosing op; "(no range)" outside
-  /// any, "(made before the history's window)", "(smaller blocks)" for the blocks not listed).
+  /// allocates, aten::empty_strided, gives its enclosing op), or one of kOpNoRange,
+  /// kOpBeforeWindow, kOpSmallerBlocks.
   std::string op;
   std::string module;  ///< the innermost nn.Module call open then ("" when none)
   uint8_t category = 0;
@@ -185,6 +191,11 @@ struct FailedAllocation {
   /// Whether `state` holds the owners: for the first kDescribedFailures of a process and its
   /// last, not for pinned host memory (not device memory).
   bool described = false;
+  /// Not out of memory, and the same call succeeded on the same thread within kRetryNs after:
+  /// a probe the program recovered from (PyTorch's expandable segments ask cuMemCreate for a
+  /// shareable handle first, refused in containers with error 800, then ask without one).
+  bool retried = false;
+  static constexpr uint64_t kRetryNs = 10'000'000;
   /// cudaErrorMemoryAllocation and CUDA_ERROR_OUT_OF_MEMORY (others: a sticky error after a
   /// fault, an allocation during stream capture, ...).
   static constexpr uint32_t kOutOfMemoryCode = 2;

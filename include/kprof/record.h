@@ -30,11 +30,12 @@ inline constexpr char kFileMagic[8] = {'K', 'P', 'R', 'O', 'F', 'R', 'U', 'N'};
 /// Major version: a reader refuses files with a larger major version.
 inline constexpr uint16_t kFormatMajor = 1;
 /// Minor version: additions that older readers may ignore (new block types, new meta keys).
-inline constexpr uint16_t kFormatMinor = 5;  // 1: graph records (kinds 15-17); 2: their end_ns;
+inline constexpr uint16_t kFormatMinor = 6;  // 1: graph records (kinds 15-17); 2: their end_ns;
                                              // 3: hardware counters (kinds 18-19);
                                              // 4: capture windows (kind 20);
                                              // 5: failed allocations (kind 21), the
-                                             //    allocating library of MemAlloc/MemFree
+                                             //    allocating library of MemAlloc/MemFree;
+                                             // 6: virtual-memory calls and their callers
 /// Largest payload a block may declare; anything larger is treated as corruption.
 inline constexpr uint32_t kMaxBlockPayload = 64u << 20;
 
@@ -183,6 +184,12 @@ inline constexpr uint8_t kKernelReplayed = 2u;
 /// MemAllocFailed.flags: the call was the driver API's (else the runtime's).
 inline constexpr uint8_t kAllocFailedDriver = 1u;
 
+/// DriverApi.flags: a virtual-memory call (cuMemCreate, cuMemMap) made outside any runtime call
+/// and written by kprof's own callback (format 1.6): e = the shared object that called it (string
+/// id; 0 = not found), or "[thread] NAME" when the stack did not say; bytes = its size; for
+/// cuMemMap c, d = the address mapped, low and high 32 bits (docs/memory.md "Who made it").
+inline constexpr uint8_t kApiMemoryCaller = 1u;
+
 /// Memcpy/memset flag bit in Record::flags' high bits is never used; copy flags go in `c`.
 inline constexpr uint32_t kCopyAsync = 1u;  ///< Memcpy.c bit 0: the copy was asynchronous
 
@@ -204,7 +211,9 @@ inline constexpr uint32_t kCopyAsync = 1u;  ///< Memcpy.c bit 0: the copy was as
 ///              d = src device, e = dst device (PtoP); bytes = size
 ///   Memset     a = value; b = MemKind; bytes = size
 ///   Sync       flags = SyncKind; a = stream id (0 if none); tid = 0 (use correlation)
-///   Runtime/DriverApi  a = CUPTI callback id; b = return code
+///   Runtime/DriverApi  a = CUPTI callback id; b = return code; flags = kApiMemoryCaller for a
+///              virtual-memory driver call, with its caller in e, its size in bytes and, for
+///              cuMemMap, the address in c, d
 ///   Marker*    a = marker id; b = domain string id (0 = default domain)
 ///   MemAlloc/MemFree   a,b = address low/high 32 bits; c = MemKind; bytes = size;
 ///              start_ns = end_ns = timestamp; tid = stream; name = the shared object or program

@@ -112,7 +112,8 @@ struct Agent {
   std::string self_cost;    // KPROF_SELF_COST: kprof's cost per event here, for the meta
   struct SideRecord {
     Record rec;
-    std::string name;  // kernel name of a GraphNode record, interned by the writer
+    std::string name;   // kernel name of a GraphNode record, interned by the writer
+    std::string extra;  // interned into rec.e when not empty (a memory call's caller)
   };
   std::mutex side_mu;
   std::vector<SideRecord> side;
@@ -219,8 +220,9 @@ bool OnGraphCallback(CUpti_CallbackId cbid, const void* data);
 // memory_calls.cpp
 /// Enables the callbacks of the allocation calls on `subscriber` (per callback id).
 bool EnableAllocationCallbacks(CUpti_SubscriberHandle subscriber);
-/// An allocation call's callback: its failure becomes a MemAllocFailed record; false for any
-/// other call.
+/// An allocation call's callback: its failure becomes a MemAllocFailed record, and a
+/// virtual-memory call made outside the runtime a DriverApi record naming its caller; false for
+/// any other call.
 bool OnAllocationCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
 
 // signals.cpp

@@ -7,12 +7,24 @@
 // costs four callbacks (entry and exit of the runtime call and of the driver call inside it).
 // The calls' parameter structs are CUDA's (generated_*_meta.h, through cupti.h), not CUPTI's
 // versioned records, which only convert.cpp names.
+//
+// The virtual-memory calls (cuMemCreate, cuMemMap) made outside any runtime call are written
+// too, when they succeed: CUPTI names no library for such memory (NCCL's buffers, made on its
+// proxy thread), so the callback names the shared object that called, from its own stack, and
+// the report gives the memory that owner (docs/memory.md "Who made it"). They are rare: a few
+// dozen per process, each costing the driver far more than the stack walk.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <cupti.h>
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <pthread.h>
 
 #include <cstdint>
+#include <cstring>
 #include <mutex>
+#include <string>
+#include <string_view>
 
 #include "agent/agent.h"
 #include "agent/cupti_setup.h"
@@ -88,6 +100,66 @@ constexpr AllocCall kDriverCalls[] = {
 
 // A runtime allocation under way on this thread: the driver calls it makes are its own.
 thread_local int t_runtime_depth = 0;
+// When this thread's virtual-memory call began (its record's start).
+thread_local uint64_t t_memory_call_ns = 0;
+
+bool IsMemoryCall(CUpti_CallbackId cbid) {
+  return cbid == CUPTI_DRIVER_TRACE_CBID_cuMemCreate || cbid == CUPTI_DRIVER_TRACE_CBID_cuMemMap;
+}
+
+// The shared object that made the call under way: the first frame of this thread's stack outside
+// the agent, CUPTI and the driver; else the thread's name, as "[thread] NAME"; else "".
+std::string Caller() {
+  constexpr int kFrames = 48;
+  void* frames[kFrames];
+  const int n = backtrace(frames, kFrames);
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&Caller), &self) == 0) self.dli_fname = nullptr;
+  for (int i = 1; i < n; ++i) {
+    Dl_info info{};
+    if (dladdr(frames[i], &info) == 0 || info.dli_fname == nullptr || info.dli_fname[0] == '\0')
+      continue;
+    if (self.dli_fname != nullptr && std::strcmp(info.dli_fname, self.dli_fname) == 0) continue;
+    std::string_view path(info.dli_fname);
+    const size_t slash = path.find_last_of('/');
+    const std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
+    if (base.starts_with("libcupti") || base.starts_with("libcuda.so")) continue;
+    return std::string(path);
+  }
+  char name[64] = {};
+  if (pthread_getname_np(pthread_self(), name, sizeof(name)) == 0 && name[0] != '\0')
+    return std::string("[thread] ") + name;
+  return "";
+}
+
+// A virtual-memory call that succeeded outside the runtime becomes a DriverApi record naming its
+// caller (record.h kApiMemoryCaller).
+void WriteMemoryCall(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
+  Agent& a = A();
+  if (!a.active.load(std::memory_order_relaxed) || d->functionParams == nullptr) return;
+  Record r;
+  r.kind = static_cast<uint8_t>(RecordKind::DriverApi);
+  r.flags = kApiMemoryCaller;
+  uint64_t end = 0;
+  if (cuptiGetTimestamp(&end) != CUPTI_SUCCESS) return;  // an unplaced call says nothing
+  r.start_ns = t_memory_call_ns != 0 && t_memory_call_ns <= end ? t_memory_call_ns : end;
+  r.end_ns = end;
+  r.tid = CuptiThreadId();
+  r.correlation = d->correlationId;
+  r.device = kNoDevice;
+  r.a = cbid;
+  if (cbid == CUPTI_DRIVER_TRACE_CBID_cuMemMap) {
+    const auto* p = static_cast<const cuMemMap_params*>(d->functionParams);
+    r.bytes = p->size;
+    r.c = static_cast<uint32_t>(p->ptr & 0xFFFFFFFFu);
+    r.d = static_cast<uint32_t>(static_cast<uint64_t>(p->ptr) >> 32);
+  } else {
+    r.bytes = static_cast<const cuMemCreate_params*>(d->functionParams)->size;
+  }
+  std::string caller = Caller();
+  std::lock_guard<std::mutex> lock(a.side_mu);
+  a.side.push_back({r, d->functionName != nullptr ? d->functionName : "", std::move(caller)});
+}
 
 template <size_t N>
 const AllocCall* Find(const AllocCall (&calls)[N], CUpti_CallbackId cbid) {
@@ -107,14 +179,21 @@ bool EnableAllocationCallbacks(CUpti_SubscriberHandle subscriber) {
   for (const AllocCall& c : kDriverCalls)
     ok &=
         KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, c.cbid), kDoing);
+  ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
+                                        CUPTI_DRIVER_TRACE_CBID_cuMemMap),
+                    "watch cuMemMap (memory mapped by a library will have no owner)");
+  // The unwinder loads itself on its first use: here, rather than inside a driver call.
+  void* frame[1];
+  backtrace(frame, 1);
   return ok;
 }
 
 bool OnAllocationCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
   if (!runtime && domain != CUPTI_CB_DOMAIN_DRIVER_API) return false;
+  const bool memory_call = !runtime && IsMemoryCall(cbid);
   const AllocCall* call = runtime ? Find(kRuntimeCalls, cbid) : Find(kDriverCalls, cbid);
-  if (call == nullptr) return false;
+  if (call == nullptr && !memory_call) return false;
   const auto* d = static_cast<const CUpti_CallbackData*>(data);
   if (runtime) {
     if (d->callbackSite == CUPTI_API_ENTER) {
@@ -122,14 +201,21 @@ bool OnAllocationCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, co
       return true;
     }
     if (t_runtime_depth > 0) --t_runtime_depth;
-  } else if (d->callbackSite == CUPTI_API_ENTER || t_runtime_depth > 0) {
+  } else if (t_runtime_depth > 0) {
+    return true;
+  } else if (d->callbackSite == CUPTI_API_ENTER) {
+    if (memory_call && cuptiGetTimestamp(&t_memory_call_ns) != CUPTI_SUCCESS) t_memory_call_ns = 0;
     return true;
   }
   if (d->functionReturnValue == nullptr || d->functionParams == nullptr) return true;
   const int rc = runtime
                      ? static_cast<int>(*static_cast<const cudaError_t*>(d->functionReturnValue))
                      : static_cast<int>(*static_cast<const CUresult*>(d->functionReturnValue));
-  if (rc == 0) return true;
+  if (rc == 0) {
+    if (memory_call) WriteMemoryCall(cbid, d);
+    return true;
+  }
+  if (call == nullptr) return true;  // a failed cuMemMap: no memory was asked for
 
   Record r;
   r.kind = static_cast<uint8_t>(RecordKind::MemAllocFailed);
@@ -157,7 +243,7 @@ bool OnAllocationCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, co
   }
   Agent& a = A();
   std::lock_guard<std::mutex> lock(a.side_mu);
-  a.side.push_back({r, d->functionName != nullptr ? d->functionName : ""});
+  a.side.push_back({r, d->functionName != nullptr ? d->functionName : "", {}});
   return true;
 }
 

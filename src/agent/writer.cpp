@@ -207,6 +207,7 @@ void WriteSideRecords(Agent& a, Interner& strings) {
   recs.reserve(side.size());
   for (auto& s : side) {
     if (!s.name.empty()) s.rec.name = strings.Intern(s.name);
+    if (!s.extra.empty()) s.rec.e = strings.Intern(s.extra);
     recs.push_back(s.rec);
   }
   auto fresh = strings.TakeNew();

@@ -49,7 +49,7 @@ constexpr std::string_view kStaticOwner = "static memory (module globals)";
 constexpr std::string_view kUnknownOwner = "(library not recorded)";
 // The caching allocator lives in libc10_cuda.so in every PyTorch build.
 constexpr std::string_view kTorchSegmentOwner = "PyTorch caching allocator (libc10_cuda.so)";
-constexpr std::string_view kNoRange = "(no range)";
+constexpr std::string_view kNoRange = kOpNoRange;
 // The largest live allocations listed, however many owners are (PyTorch loads hundreds of
 // static variables).
 constexpr size_t kLargestShown = 10;
@@ -80,10 +80,32 @@ uint64_t Address(const Record& r) {
   return static_cast<uint64_t>(r.a) | static_cast<uint64_t>(r.b) << 32;
 }
 
+// The caller kprof found for a virtual-memory call (a string id; 0 = none or not such a call).
+uint32_t CallerOf(const Record& r) {
+  return r.Kind() == RecordKind::DriverApi && (r.flags & kApiMemoryCaller) != 0 ? r.e : 0;
+}
+
+// The owner of memory made by a virtual-memory call whose caller kprof found: the library's
+// name, or for a caller known only by its thread, that thread (NCCL names its threads).
+std::string CallerOwner(const std::string& caller) {
+  constexpr std::string_view kThread = "[thread] ";
+  if (!caller.starts_with(kThread)) return LibraryOwner(caller);
+  const std::string thread = caller.substr(kThread.size());
+  if (thread.starts_with("NCCL")) return "NCCL (thread " + thread + ")";
+  return std::string(kUnknownOwner) + " on thread " + thread;
+}
+
 class Replay {
  public:
   Replay(const ProcessTimeline& t, std::vector<Event> events, const TorchSegments& torch)
       : t_(t), p_(*t.process), events_(std::move(events)) {
+    for (const Record& r : p_.records) {
+      const uint64_t mapped = static_cast<uint64_t>(r.c) | static_cast<uint64_t>(r.d) << 32;
+      if (CallerOf(r) != 0 && mapped != 0) mapped_[mapped].push_back(&r);
+    }
+    for (auto& [address, calls] : mapped_)
+      std::stable_sort(calls.begin(), calls.end(),
+                       [](const Record* a, const Record* b) { return a->start_ns < b->start_ns; });
     std::stable_sort(events_.begin(), events_.end(),
                      [](const Event& a, const Event& b) { return a.r->start_ns < b.r->start_ns; });
     for (Event& e : events_) {
@@ -260,16 +282,25 @@ class Replay {
     const auto mk = static_cast<MemKind>(r.c);
     const bool is_static = mk == MemKind::DeviceStatic || mk == MemKind::ManagedStatic;
     // An allocation whose library CUPTI did not name is told apart by the call that made it.
-    const Record* api =
-        is_static || r.name != 0 ? nullptr : t_.index.api_by_correlation.Find(r.correlation);
-    const uint64_t key =
-        api != nullptr ? api->name | 2ull << 32 : r.name | (is_static ? 1ull << 32 : 0);
+    // Memory a virtual-memory call mapped is its caller's: CUPTI's record of it carries a
+    // correlation id of its own and a library that is not the caller's (the last library that
+    // called the runtime on that thread: cuDNN's for PyTorch's expandable segments, seen on an
+    // H200), so the mapping call kprof recorded wins.
+    const Record* api = is_static ? nullptr : MappedBy(r);
+    if (api == nullptr && !is_static && r.name == 0)
+      api = t_.index.api_by_correlation.Find(r.correlation);
+    const uint32_t caller = api != nullptr ? CallerOf(*api) : 0;
+    const uint64_t key = caller != 0      ? caller | 3ull << 32
+                         : api != nullptr ? api->name | 2ull << 32
+                                          : r.name | (is_static ? 1ull << 32 : 0);
     if (auto it = owner_of_.find(key); it != owner_of_.end()) return it->second;
     std::string name;
     if (is_static) {
       // A module's globals, loaded with its code: whose code, when CUPTI said.
       name = kStaticOwner;
       if (r.name != 0) name += " of " + Base(p_.Name(r));
+    } else if (caller != 0) {
+      name = CallerOwner(p_.strings.Get(caller));
     } else if (r.name != 0) {
       name = LibraryOwner(p_.Name(r));
     } else {
@@ -279,6 +310,17 @@ class Replay {
     const uint32_t id = Intern(name);
     owner_of_.emplace(key, id);
     return id;
+  }
+
+  // The last recorded virtual-memory call that mapped `r`'s address when it was made (else the
+  // first that did); null when none did.
+  const Record* MappedBy(const Record& r) const {
+    const auto m = mapped_.find(Address(r));
+    if (m == mapped_.end()) return nullptr;
+    const Record* by = m->second.front();
+    for (const Record* c : m->second)
+      if (c->start_ns <= r.start_ns) by = c;
+    return by;
   }
 
   uint32_t Intern(const std::string& name) {
@@ -320,6 +362,8 @@ class Replay {
   std::vector<std::string> owners_;
   std::unordered_map<std::string, uint32_t> owner_ids_;
   std::unordered_map<uint64_t, uint32_t> owner_of_;  // (string id, static) -> owners_ index
+  // address -> the virtual-memory calls that mapped it, in time order
+  std::unordered_map<uint64_t, std::vector<const Record*>> mapped_;
   std::vector<uint64_t> made_;
   std::unordered_map<int, uint64_t> made_range_;
 };
@@ -354,6 +398,42 @@ std::string LibraryOwner(const std::string& path) {
     return "CuPy memory pool (" + base + ")";
   return base;
 }
+
+namespace {
+
+// The successful calls of the names that failed, by thread and name: whether a failure was
+// retried with success (FailedAllocation::retried).
+class Retries {
+ public:
+  Retries(const ProcessTrace& p, const std::vector<const Record*>& failed) {
+    if (failed.empty()) return;
+    std::unordered_set<std::string> names;
+    for (const Record* f : failed) names.insert(p.Name(*f));
+    for (const Record& r : p.records) {
+      if ((r.Kind() != RecordKind::RuntimeApi && r.Kind() != RecordKind::DriverApi) || r.b != 0)
+        continue;
+      if (names.contains(p.Name(r))) ok_[Key(r.tid, p.Name(r))].push_back(r.start_ns);
+    }
+    for (auto& [key, starts] : ok_) std::sort(starts.begin(), starts.end());
+    p_ = &p;
+  }
+  bool Succeeded(const Record& f) const {
+    if (p_ == nullptr) return false;
+    const auto it = ok_.find(Key(f.tid, p_->Name(f)));
+    if (it == ok_.end()) return false;
+    const auto next = std::upper_bound(it->second.begin(), it->second.end(), f.start_ns);
+    return next != it->second.end() && *next - f.start_ns <= FailedAllocation::kRetryNs;
+  }
+
+ private:
+  static std::string Key(uint32_t tid, const std::string& name) {
+    return std::to_string(tid) + ":" + name;
+  }
+  const ProcessTrace* p_ = nullptr;
+  std::unordered_map<std::string, std::vector<uint64_t>> ok_;
+};
+
+}  // namespace
 
 MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
   MemorySummary out;
@@ -427,6 +507,7 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
     }
     std::sort(failed.begin(), failed.end(),
               [](const Record* a, const Record* b) { return a->start_ns < b->start_ns; });
+    const Retries retries(p, failed);
     for (size_t i = 0; i < failed.size(); ++i) {
       const Record* r = failed[i];
       FailedAllocation f;
@@ -436,6 +517,7 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
       f.code = r->b;
       f.pinned_host = static_cast<MemKind>(r->c) == MemKind::Pinned;
       f.tid = r->tid;
+      f.retried = f.code != FailedAllocation::kOutOfMemoryCode && retries.Succeeded(*r);
       const int range = t.index.InnermostAt(r->tid, r->start_ns);
       if (range >= 0) f.range = std::string(t.index.Name(static_cast<size_t>(range)));
       MemoryState& s = f.state;

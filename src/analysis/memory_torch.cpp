@@ -58,6 +58,25 @@ uint64_t Ns(int64_t us) {
   return u > UINT64_MAX / 1000 ? UINT64_MAX : u * 1000;
 }
 
+// One listed block, [t0_us or null, bytes] or with its category [t0_us or null, bytes, "category"]
+// (an unknown category, and every block listed without one, counts as other tensors); nothing
+// when malformed.
+std::optional<StepEndBlock> Block(const Json& x, bool with_category) {
+  if (!x.is_array() || x.size() != (with_category ? 3u : 2u) || !x[1].is_number_integer() ||
+      (with_category && !x[2].is_string()))
+    return std::nullopt;
+  StepEndBlock b;
+  if (x[0].is_number_integer()) b.t_ns = Ns(std::max<int64_t>(0, x[0].get<int64_t>()));
+  b.bytes = std::max<int64_t>(0, x[1].get<int64_t>());
+  b.category = kTorchCategories - 1;
+  if (with_category) {
+    const std::string key = x[2].get<std::string>();
+    for (size_t i = 0; i < kTorchCategories; ++i)
+      if (key == kCategoryKeys[i]) b.category = static_cast<uint8_t>(i);
+  }
+  return b;
+}
+
 TorchMoment Moment(const Json& m) {
   TorchMoment t;
   t.kind = Str(m, "kind");
@@ -68,12 +87,7 @@ TorchMoment Moment(const Json& m) {
   if (const auto k = m.find("kept_blocks"); k != m.end() && k->is_array())
     for (const Json& x : *k) {
       if (t.kept_blocks.size() == kMaxLargest) break;
-      if (!x.is_array() || x.size() != 2 || !x[1].is_number_integer()) continue;
-      StepEndBlock b;
-      if (x[0].is_number_integer()) b.t_ns = Ns(std::max<int64_t>(0, x[0].get<int64_t>()));
-      b.bytes = std::max<int64_t>(0, x[1].get<int64_t>());
-      b.category = kTorchCategories - 1;
-      t.kept_blocks.push_back(b);
+      if (const auto b = Block(x, false)) t.kept_blocks.push_back(*b);
     }
   if (const auto c = m.find("categories"); c != m.end() && c->is_object())
     for (size_t i = 0; i < kTorchCategories; ++i)
@@ -106,16 +120,10 @@ void ParseStepEnd(const Json& j, TorchMemory& t) {
   if (b == e->end() || !b->is_array()) return;
   for (const Json& x : *b) {
     if (t.step_end.size() == kMaxStepEndBlocks) break;
-    if (!x.is_array() || x.size() != 3 || !x[1].is_number_integer() || !x[2].is_string()) continue;
-    StepEndBlock blk;
-    if (x[0].is_number_integer()) blk.t_ns = Ns(std::max<int64_t>(0, x[0].get<int64_t>()));
-    blk.bytes = std::max<int64_t>(0, x[1].get<int64_t>());
-    const std::string key = x[2].get<std::string>();
-    blk.category = kTorchCategories - 1;  // an unknown category: other tensors
-    for (size_t i = 0; i < kTorchCategories; ++i)
-      if (key == kCategoryKeys[i]) blk.category = static_cast<uint8_t>(i);
-    t.step_end.push_back(blk);
-    detail::SatAdd(t.step_end_live_bytes, blk.bytes);
+    const auto blk = Block(x, true);
+    if (!blk) continue;
+    t.step_end.push_back(*blk);
+    detail::SatAdd(t.step_end_live_bytes, blk->bytes);
   }
 }
 
@@ -316,7 +324,7 @@ std::vector<StepEndOwner> ByOp(const ProcessTimeline& t, const std::vector<StepE
   };
   for (const StepEndBlock& b : blocks) {
     if (b.t_ns == 0) {
-      add("(made before the history's window)", "", b.category, b.bytes, 1);
+      add(std::string(kOpBeforeWindow), "", b.category, b.bytes, 1);
       continue;
     }
     // The layer's times are whole µs, rounded down: the last ns of that µs, so that an
@@ -335,10 +343,11 @@ std::vector<StepEndOwner> ByOp(const ProcessTimeline& t, const std::vector<StepE
           std::string(SplitModuleName(t.process->strings.Get(
                                           ix.modules.ranges[static_cast<size_t>(m)].start->name))
                           .first);
-    add(r < 0 ? "(no range)" : std::string(ix.Name(static_cast<size_t>(r))), std::move(module),
-        b.category, b.bytes, 1);
+    add(r < 0 ? std::string(kOpNoRange) : std::string(ix.Name(static_cast<size_t>(r))),
+        std::move(module), b.category, b.bytes, 1);
   }
-  if (rest_blocks > 0) add("(smaller blocks)", "", kTorchCategories - 1, rest_bytes, rest_blocks);
+  if (rest_blocks > 0)
+    add(std::string(kOpSmallerBlocks), "", kTorchCategories - 1, rest_bytes, rest_blocks);
   std::vector<StepEndOwner> out;
   for (auto& [key, o] : by) out.push_back(std::move(o));
   std::stable_sort(out.begin(), out.end(),

@@ -197,10 +197,30 @@ nlohmann::ordered_json StateJson(const MemoryState& s) {
 }  // namespace
 
 void OutOfMemory(std::ostream& out, const Analysis& a) {
-  const auto& failures = a.memory.failures;
-  if (failures.empty()) return;
+  // A failure the program retried with success (a capability probe) is a note, not a headline.
+  std::vector<const FailedAllocation*> failures;
+  const FailedAllocation* probe = nullptr;
+  size_t probes = 0;
+  for (const FailedAllocation& f : a.memory.failures) {
+    if (!f.retried) {
+      failures.push_back(&f);
+    } else if (probes++ == 0) {
+      probe = &f;
+    }
+  }
+  const std::string retried =
+      probes == 0 ? ""
+                  : fmt::format(
+                        "{} allocation call{} failed and succeeded when retried ({} error "
+                        "{}{}): not a shortage",
+                        probes, probes == 1 ? "" : "s", probe->call, probe->code,
+                        probes > 1 ? ", ..." : "");
+  if (failures.empty()) {
+    if (probes > 0) out << "Note: " << retried << "\n\n";
+    return;
+  }
   size_t oom = 0;
-  for (const FailedAllocation& f : failures) oom += f.OutOfMemory() ? 1 : 0;
+  for (const FailedAllocation* f : failures) oom += f->OutOfMemory() ? 1 : 0;
   if (oom > 0)
     out << fmt::format("OUT OF MEMORY: {} allocation call{} failed{}\n", failures.size(),
                        failures.size() == 1 ? "" : "s",
@@ -208,8 +228,10 @@ void OutOfMemory(std::ostream& out, const Analysis& a) {
   else
     out << fmt::format("ALLOCATION FAILED: {} allocation call{} failed, none out of memory\n",
                        failures.size(), failures.size() == 1 ? "" : "s");
+  if (probes > 0) out << "  (and " << retried << ")\n";
   size_t shown = 0;
-  for (const FailedAllocation& f : failures) {
+  for (const FailedAllocation* fp : failures) {
+    const FailedAllocation& f = *fp;
     if (shown++ == 3) {
       out << fmt::format("  ... {} more (kprof report --format json lists them all)\n",
                          failures.size() - 3);
@@ -314,6 +336,7 @@ void Json(nlohmann::ordered_json& j, const Analysis& a) {
                               {"tid", f.tid}};
     if (!f.range.empty()) fj["range"] = f.range;
     fj["out_of_memory"] = f.OutOfMemory();
+    fj["retried"] = f.retried;
     if (f.described) fj["state"] = StateJson(f.state);
     failures.push_back(std::move(fj));
   }

@@ -13,9 +13,9 @@ constexpr uint8_t kOther = 4;  // index in TorchMoment::bytes: other tensors
 
 // Where an owner's blocks were made, as a phrase ("made in aten::cat in model.head").
 std::string Made(const StepEndOwner& o) {
-  if (o.op == "(no range)") return "made outside any op range";
-  if (o.op == "(made before the history's window)") return "made before the history's window";
-  if (o.op == "(smaller blocks)") return "in blocks too small to list";
+  if (o.op == kOpNoRange) return "made outside any op range";
+  if (o.op == kOpBeforeWindow) return "made before the history's window";
+  if (o.op == kOpSmallerBlocks) return "in blocks too small to list";
   return "made in " + o.op + (o.module.empty() ? "" : " in " + o.module);
 }
 }  // namespace

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kprof/analysis.h"
+#include "kprof/hints.h"
 #include "kprof/memory.h"
 #include "kprof/output.h"
 #include "kprof/timeline.h"
@@ -210,6 +211,61 @@ TEST(MemoryRecordings, CsvRowsAreTheOwnersOfEachState) {
     if (key.second != "owner") {
       EXPECT_EQ(bytes, live[key.first]) << key.first << " " << key.second;
     }
+}
+
+// tests/gpu/scripts/memory_train.py --steps 6 --hold on an H200 (tests/fixtures/gpu/
+// memory_torch_hold, 2026-11-28; PyTorch printed max_allocated=1273426944 parameters=84025344
+// optimizer_state=168050688): an FP32 copy of each step's logits (128 MiB, made by aten::_to_copy)
+// is kept into the next step. The owners' dtypes, what is live after the optimizer step by op,
+// what the peak kept from the step before, and the one memory hint are exact.
+TEST(MemoryRecordings, AStepsOutputsKeptIntoTheNextArePricedByTheOpThatMadeThem) {
+  const Recorded r = Load("memory_torch_hold");
+  ASSERT_EQ(r.an.memory.torch.size(), 1u);
+  const TorchMemory& t = r.an.memory.torch[0];
+  EXPECT_EQ(t.max_allocated, 1273426944);
+  EXPECT_EQ(t.optimizer_steps, 6u);
+  // The storages by dtype: the script's own counts.
+  EXPECT_EQ(t.DtypeBytes(0, "float32"), 84025344);
+  EXPECT_EQ(t.DtypeBytes(2, "float32"), 168050688);
+  EXPECT_EQ(t.DtypeBytes(2, "bfloat16"), 0);
+  // Live after the last optimizer step, by the op that made it.
+  EXPECT_EQ(t.step_end_live_bytes, 616366592);
+  ASSERT_GE(t.step_end_by_op.size(), 5u);
+  EXPECT_EQ(t.step_end_by_op[0].op, "aten::zeros_like");  // AdamW's moments, at its first step
+  EXPECT_EQ(TorchCategoryName(t.step_end_by_op[0].category), "optimizer state");
+  EXPECT_EQ(t.step_end_by_op[0].bytes, 174342144);
+  EXPECT_EQ(t.step_end_by_op[0].blocks, 102u);
+  EXPECT_EQ(t.step_end_by_op[1].op, "aten::_to_copy");  // the held FP32 logits
+  EXPECT_EQ(TorchCategoryName(t.step_end_by_op[1].category), "other tensors");
+  EXPECT_EQ(t.step_end_by_op[1].bytes, 128 * kMiB);
+  EXPECT_EQ(t.step_end_by_op[1].blocks, 1u);
+  EXPECT_EQ(t.step_end_by_op[4].op, "aten::addmm");  // the bf16 logits, in the head
+  EXPECT_EQ(t.step_end_by_op[4].module, "model.head");
+  EXPECT_EQ(t.step_end_by_op[4].bytes, 64 * kMiB);
+  // At the allocated peak: the held logits, made in the step before.
+  const TorchMoment* peak = t.Find("allocated_peak");
+  ASSERT_NE(peak, nullptr);
+  EXPECT_EQ(peak->allocated, 1271329792);
+  EXPECT_EQ(peak->kept, 128 * kMiB);
+  ASSERT_EQ(peak->kept_by_op.size(), 1u);
+  EXPECT_EQ(peak->kept_by_op[0].op, "aten::_to_copy");
+  EXPECT_EQ(peak->kept_by_op[0].bytes, 128 * kMiB);
+  // The one memory hint, priced as the GPU test measured deleting them saves (134217728).
+  const Timeline tl = BuildTimeline(r.run);
+  size_t memory_hints = 0;
+  for (const Hint& h : ComputeHints(tl, Analyze(tl))) {
+    if (h.est_saving_bytes == 0) continue;
+    ++memory_hints;
+    EXPECT_EQ(h.id, "held-across-steps");
+    EXPECT_EQ(h.est_saving_bytes, 134217728u);
+  }
+  EXPECT_EQ(memory_hints, 1u);
+  // Every byte of the driver-level peak has an owner.
+  ASSERT_EQ(r.an.memory.peaks.size(), 1u);
+  const MemoryState& s = r.an.memory.peaks[0];
+  int64_t owned = 0;
+  for (const MemoryOwner& o : s.by_owner) owned += o.live_bytes;
+  EXPECT_EQ(owned, s.live_bytes);
 }
 
 }  // namespace
