@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Issue 37 on the final code: owners on DDP and expandable segments, GpuMemory, the step-end fixture.
+mkdir -p .carry && rm -rf .carry/build && tar xJf .carry/b.txz -C .carry
+ln -sfn .carry/build build && mkdir -p /work && ln -sfn "$PWD" /work/main
+export PATH=/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1 KPROF_CACHE_DIR=/tmp/kcache
+R=$OUT/r; mkdir -p $R; s=$SECONDS
+nvidia-smi -L > $R/log.txt; git log -1 --format=%H >> $R/log.txt 2>&1
+ctest --test-dir build -R "GpuDistributed.EveryRanksDriverLevelPeakHasAnOwner" -j1 --timeout 240 -V > /tmp/gd.txt 2>&1
+grep -E "tests passed|Failed|pid .* rank|MiB|Failure|Expected|Which is|Passed|\*\*\*" /tmp/gd.txt | head -60 > $R/gpudist.txt
+echo "gpudist $((SECONDS-s))s" >> $R/log.txt
+build/kprof run -q -o /tmp/ddp2 -- python3 -m torch.distributed.run --standalone --nproc_per_node 2 examples/zoo/ddp_train.py --steps 5 > /tmp/ddp2.out 2>&1; echo "ddp2 rc=$?" >> $R/log.txt
+python3 scripts/memory_check.py build/kprof /tmp/ddp2 > $R/ddp2_check.txt 2>&1; echo "check rc=$?" >> $R/ddp2_check.txt
+build/kprof report --by memory /tmp/ddp2 > $R/ddp2_memory.txt 2>&1
+# Expandable segments: PyTorch's own virtual-memory calls
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True build/kprof run -q -o /tmp/exp -- python3 tests/gpu/scripts/memory_train.py --steps 4 > /tmp/exp.out 2>&1; echo "expandable rc=$?" >> $R/log.txt
+python3 scripts/memory_check.py build/kprof /tmp/exp > $R/expandable_check.txt 2>&1; echo "check rc=$?" >> $R/expandable_check.txt
+build/kprof report --by memory /tmp/exp > $R/expandable_memory.txt 2>&1
+build/kprof export /tmp/exp --sqlite /tmp/exp.sqlite > /dev/null 2>&1
+python3 scripts/probes/memory_unowned.py /tmp/exp.sqlite 300 2>&1 | head -30 > $R/expandable_unowned.txt
+echo "owners $((SECONDS-s))s" >> $R/log.txt
+ctest --test-dir build -R GpuMemory -j1 --timeout 300 -V > /tmp/gm.txt 2>&1
+grep -E "tests passed|Failed|\[ hint|\[ vmm|\[ torch categories \] max|Failure|Expected|evaluates|Which is|Passed|\*\*\*|Test #" /tmp/gm.txt > $R/gpumemory.txt
+echo "gpumemory $((SECONDS-s))s" >> $R/log.txt
+mkdir -p /tmp/fx && build/kprof run --quiet -o /tmp/fx/memory_torch_hold -- python3 tests/gpu/scripts/memory_train.py --steps 6 --hold > /tmp/fx/hold.log 2>&1; echo "hold rc=$?" >> $R/log.txt
+mv /tmp/fx/hold.log /tmp/fx/memory_torch_hold/program.log; tar czf $R/fixture_hold.tgz -C /tmp/fx memory_torch_hold
+echo "end $((SECONDS-s))s" >> $R/log.txt
+cat $R/log.txt $R/gpudist.txt $R/ddp2_check.txt $R/expandable_check.txt $R/gpumemory.txt | grep -v "^[0-9]*: Test command" | head -120
