@@ -226,9 +226,11 @@ struct MemorySummary {
   std::vector<MemorySeries> series;        ///< series[i]: how peaks[i]'s process got there
   std::vector<FailedAllocation> failures;  ///< in time order
   std::vector<TorchMemory> torch;          ///< the PyTorch layer's findings, in time order
-  uint64_t sourced_allocations = 0;        ///< allocations whose library CUPTI named
-  uint64_t allocations = 0;                ///< device allocations recorded
-  size_t top = 5;                          ///< the lists' cap (SIZE_MAX: every owner)
+  /// Allocations whose maker is known: CUPTI named a library, or kprof found the library whose
+  /// virtual-memory call made it.
+  uint64_t sourced_allocations = 0;
+  uint64_t allocations = 0;  ///< device allocations recorded
+  size_t top = 5;            ///< the lists' cap (SIZE_MAX: every owner)
 };
 
 /// Owners and peaks of every process and device of `tl`; `top` caps each list of owners and of

@@ -184,10 +184,11 @@ inline constexpr uint8_t kKernelReplayed = 2u;
 /// MemAllocFailed.flags: the call was the driver API's (else the runtime's).
 inline constexpr uint8_t kAllocFailedDriver = 1u;
 
-/// DriverApi.flags: a virtual-memory call (cuMemCreate, cuMemMap) made outside any runtime call
-/// and written by kprof's own callback (format 1.6): e = the shared object that called it (string
-/// id; 0 = not found), or "[thread] NAME" when the stack did not say; bytes = its size; for
-/// cuMemMap c, d = the address mapped, low and high 32 bits (docs/memory.md "Who made it").
+/// DriverApi.flags: a virtual-memory call (cuMemCreate, cuMemMap) made outside the runtime
+/// allocation calls kprof watches, written by kprof's own callback (format 1.6): e = the shared
+/// object that called it (string id; 0 = not found), or "[thread] NAME" when no frame of its
+/// stack said; bytes = its size; for cuMemMap c, d = the address mapped, low and high 32 bits
+/// (docs/format.md, docs/memory.md "Who made it").
 inline constexpr uint8_t kApiMemoryCaller = 1u;
 
 /// Memcpy/memset flag bit in Record::flags' high bits is never used; copy flags go in `c`.

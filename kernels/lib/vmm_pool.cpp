@@ -20,6 +20,7 @@ bool Ok(CUresult r, const char* what) {
 }
 
 // One buffer of `bytes` (a multiple of the granularity) on `device`: made, mapped, readable.
+// On failure nothing is left behind.
 bool Make(int device, size_t bytes, CUdeviceptr* out) {
   CUmemAllocationProp prop = {};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -27,18 +28,28 @@ bool Make(int device, size_t bytes, CUdeviceptr* out) {
   prop.location.id = device;
   CUmemGenericAllocationHandle h = 0;
   if (!Ok(cuMemCreate(&h, bytes, &prop, 0), "cuMemCreate")) return false;
-  if (!Ok(cuMemAddressReserve(out, bytes, 0, 0, 0), "cuMemAddressReserve")) return false;
-  if (!Ok(cuMemMap(*out, bytes, 0, h, 0), "cuMemMap")) return false;
-  if (!Ok(cuMemRelease(h), "cuMemRelease")) return false;  // freed when unmapped
+  if (!Ok(cuMemAddressReserve(out, bytes, 0, 0, 0), "cuMemAddressReserve")) {
+    cuMemRelease(h);
+    return false;
+  }
+  if (!Ok(cuMemMap(*out, bytes, 0, h, 0), "cuMemMap")) {
+    cuMemRelease(h);
+    cuMemAddressFree(*out, bytes);
+    return false;
+  }
+  cuMemRelease(h);  // the mapping keeps the memory until it is unmapped
   CUmemAccessDesc access = {};
   access.location = prop.location;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  return Ok(cuMemSetAccess(*out, bytes, &access, 1), "cuMemSetAccess");
+  if (Ok(cuMemSetAccess(*out, bytes, &access, 1), "cuMemSetAccess")) return true;
+  cuMemUnmap(*out, bytes);
+  cuMemAddressFree(*out, bytes);
+  return false;
 }
 
 bool Free(CUdeviceptr p, size_t bytes) {
-  return Ok(cuMemUnmap(p, bytes), "cuMemUnmap") &&
-         Ok(cuMemAddressFree(p, bytes), "cuMemAddressFree");
+  const bool unmapped = Ok(cuMemUnmap(p, bytes), "cuMemUnmap");
+  return Ok(cuMemAddressFree(p, bytes), "cuMemAddressFree") && unmapped;
 }
 
 }  // namespace
@@ -72,8 +83,13 @@ int vmm_pool_make(size_t bytes, int count, CUdeviceptr* out) {
       failed = 1;
       return;
     }
-    for (int i = 0; i < count && failed == 0; ++i)
-      if (!Make(static_cast<int>(dev), bytes, &out[i])) failed = 1;
+    int made = 0;
+    for (; made < count; ++made)
+      if (!Make(static_cast<int>(dev), bytes, &out[made])) break;
+    if (made < count) {  // what was made goes again
+      failed = 1;
+      for (int i = 0; i < made; ++i) Free(out[i], bytes);
+    }
   });
   worker.join();
   return failed;

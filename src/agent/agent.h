@@ -112,8 +112,11 @@ struct Agent {
   std::string self_cost;    // KPROF_SELF_COST: kprof's cost per event here, for the meta
   struct SideRecord {
     Record rec;
-    std::string name;   // kernel name of a GraphNode record, interned by the writer
-    std::string extra;  // interned into rec.e when not empty (a memory call's caller)
+    std::string name;  // kernel name of a GraphNode record, interned by the writer
+    // A virtual-memory call's (record.h kApiMemoryCaller): the calling thread's name and its
+    // stack's return addresses, named by the writer into rec.e (CallerOf).
+    std::string thread;
+    std::vector<void*> frames;
   };
   std::mutex side_mu;
   std::vector<SideRecord> side;
@@ -224,6 +227,9 @@ bool EnableAllocationCallbacks(CUpti_SubscriberHandle subscriber);
 /// virtual-memory call made outside the runtime a DriverApi record naming its caller; false for
 /// any other call.
 bool OnAllocationCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
+/// The shared object that made a call, from its stack's return addresses: the first outside the
+/// agent, CUPTI and the driver; else "[thread] NAME" (`thread` not empty); else "".
+std::string CallerOf(const std::vector<void*>& frames, const std::string& thread);
 
 // signals.cpp
 void BlockSignalsInThisThread();

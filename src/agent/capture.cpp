@@ -204,7 +204,7 @@ void Close(State& s, CaptureEnd why) {
   r.c = static_cast<uint32_t>(why);
   Agent& a = A();
   std::lock_guard<std::mutex> lock(a.side_mu);
-  a.side.push_back({r, s.opened_by, {}});
+  a.side.push_back({r, s.opened_by, {}, {}});
   if (s.windows >= g_settings.count) s.ended = true;
   s.cv.notify_all();
 }

@@ -62,7 +62,7 @@ uint64_t Now() {
 void Emit(Record r, std::string name) {
   Agent& a = A();
   std::lock_guard<std::mutex> lock(a.side_mu);
-  a.side.push_back({r, std::move(name), {}});
+  a.side.push_back({r, std::move(name), {}, {}});
 }
 
 // Time the program's thread spent in kprof's counters (set-up, replay): kprof's, not the

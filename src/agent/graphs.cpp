@@ -90,7 +90,7 @@ Record Instant(RecordKind kind, uint8_t flags) {
 void Push(Record r, std::string name = {}) {
   Agent& a = A();
   std::lock_guard<std::mutex> lock(a.side_mu);
-  a.side.push_back({r, std::move(name), {}});
+  a.side.push_back({r, std::move(name), {}, {}});
   uint64_t ts = 0;
   if (r.start_ns != 0 && cuptiGetTimestamp(&ts) == CUPTI_SUCCESS && ts > r.start_ns)
     a.side.back().rec.end_ns = ts;

@@ -10,21 +10,22 @@
 //
 // The virtual-memory calls (cuMemCreate, cuMemMap) made outside any runtime call are written
 // too, when they succeed: CUPTI names no library for such memory (NCCL's buffers, made on its
-// proxy thread), so the callback names the shared object that called, from its own stack, and
-// the report gives the memory that owner (docs/memory.md "Who made it"). They are rare: a few
+// proxy thread), so the callback keeps the calling thread's stack, the writer names the shared
+// object that called from it, and the report gives the memory that owner (docs/memory.md "Who
+// made it"). They are rare: a few
 // dozen per process, each costing the driver far more than the stack walk.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <cupti.h>
-#include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "agent/agent.h"
 #include "agent/cupti_setup.h"
@@ -107,31 +108,6 @@ bool IsMemoryCall(CUpti_CallbackId cbid) {
   return cbid == CUPTI_DRIVER_TRACE_CBID_cuMemCreate || cbid == CUPTI_DRIVER_TRACE_CBID_cuMemMap;
 }
 
-// The shared object that made the call under way: the first frame of this thread's stack outside
-// the agent, CUPTI and the driver; else the thread's name, as "[thread] NAME"; else "".
-std::string Caller() {
-  constexpr int kFrames = 48;
-  void* frames[kFrames];
-  const int n = backtrace(frames, kFrames);
-  Dl_info self{};
-  if (dladdr(reinterpret_cast<void*>(&Caller), &self) == 0) self.dli_fname = nullptr;
-  for (int i = 1; i < n; ++i) {
-    Dl_info info{};
-    if (dladdr(frames[i], &info) == 0 || info.dli_fname == nullptr || info.dli_fname[0] == '\0')
-      continue;
-    if (self.dli_fname != nullptr && std::strcmp(info.dli_fname, self.dli_fname) == 0) continue;
-    std::string_view path(info.dli_fname);
-    const size_t slash = path.find_last_of('/');
-    const std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
-    if (base.starts_with("libcupti") || base.starts_with("libcuda.so")) continue;
-    return std::string(path);
-  }
-  char name[64] = {};
-  if (pthread_getname_np(pthread_self(), name, sizeof(name)) == 0 && name[0] != '\0')
-    return std::string("[thread] ") + name;
-  return "";
-}
-
 // A virtual-memory call that succeeded outside the runtime becomes a DriverApi record naming its
 // caller (record.h kApiMemoryCaller).
 void WriteMemoryCall(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
@@ -156,9 +132,16 @@ void WriteMemoryCall(CUpti_CallbackId cbid, const CUpti_CallbackData* d) {
   } else {
     r.bytes = static_cast<const cuMemCreate_params*>(d->functionParams)->size;
   }
-  std::string caller = Caller();
+  // The stack's return addresses only: they are named (dladdr, which takes the loader's lock)
+  // on the writer thread, not inside the driver's call.
+  constexpr int kFrames = 48;
+  std::vector<void*> frames(kFrames);
+  frames.resize(static_cast<size_t>(std::max(0, backtrace(frames.data(), kFrames))));
+  char thread[64] = {};
+  if (pthread_getname_np(pthread_self(), thread, sizeof(thread)) != 0) thread[0] = '\0';
   std::lock_guard<std::mutex> lock(a.side_mu);
-  a.side.push_back({r, d->functionName != nullptr ? d->functionName : "", std::move(caller)});
+  a.side.push_back(
+      {r, d->functionName != nullptr ? d->functionName : "", thread, std::move(frames)});
 }
 
 template <size_t N>
@@ -243,7 +226,7 @@ bool OnAllocationCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, co
   }
   Agent& a = A();
   std::lock_guard<std::mutex> lock(a.side_mu);
-  a.side.push_back({r, d->functionName != nullptr ? d->functionName : "", {}});
+  a.side.push_back({r, d->functionName != nullptr ? d->functionName : "", {}, {}});
   return true;
 }
 

@@ -207,7 +207,10 @@ void WriteSideRecords(Agent& a, Interner& strings) {
   recs.reserve(side.size());
   for (auto& s : side) {
     if (!s.name.empty()) s.rec.name = strings.Intern(s.name);
-    if (!s.extra.empty()) s.rec.e = strings.Intern(s.extra);
+    if (s.rec.Kind() == RecordKind::DriverApi && (s.rec.flags & kApiMemoryCaller) != 0) {
+      const std::string caller = CallerOf(s.frames, s.thread);
+      s.rec.e = caller.empty() ? 0 : strings.Intern(caller);
+    }
     recs.push_back(s.rec);
   }
   auto fresh = strings.TakeNew();

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "analysis/accumulators.h"
+#include "analysis/memory_calls.h"
 #include "analysis/views/view.h"
 #include "kprof/timeline.h"
 #include "kprof/trace.h"
@@ -80,43 +81,32 @@ uint64_t Address(const Record& r) {
   return static_cast<uint64_t>(r.a) | static_cast<uint64_t>(r.b) << 32;
 }
 
-// The caller kprof found for a virtual-memory call (a string id; 0 = none or not such a call).
-uint32_t CallerOf(const Record& r) {
-  return r.Kind() == RecordKind::DriverApi && (r.flags & kApiMemoryCaller) != 0 ? r.e : 0;
-}
-
-// The owner of memory made by a virtual-memory call whose caller kprof found: the library's
-// name, or for a caller known only by its thread, that thread (NCCL names its threads).
-std::string CallerOwner(const std::string& caller) {
-  constexpr std::string_view kThread = "[thread] ";
-  if (!caller.starts_with(kThread)) return LibraryOwner(caller);
-  const std::string thread = caller.substr(kThread.size());
-  if (thread.starts_with("NCCL")) return "NCCL (thread " + thread + ")";
-  return std::string(kUnknownOwner) + " on thread " + thread;
-}
-
 class Replay {
  public:
-  Replay(const ProcessTimeline& t, std::vector<Event> events, const TorchSegments& torch)
+  Replay(const ProcessTimeline& t, std::vector<Event> events, const TorchSegments& torch,
+         memory_calls::Mappings& mappings)
       : t_(t), p_(*t.process), events_(std::move(events)) {
-    for (const Record& r : p_.records) {
-      const uint64_t mapped = static_cast<uint64_t>(r.c) | static_cast<uint64_t>(r.d) << 32;
-      if (CallerOf(r) != 0 && mapped != 0) mapped_[mapped].push_back(&r);
-    }
-    for (auto& [address, calls] : mapped_)
-      std::stable_sort(calls.begin(), calls.end(),
-                       [](const Record* a, const Record* b) { return a->start_ns < b->start_ns; });
     std::stable_sort(events_.begin(), events_.end(),
                      [](const Event& a, const Event& b) { return a.r->start_ns < b.r->start_ns; });
     for (Event& e : events_) {
       if (e.delta < 0) continue;
+      const Record* map = mappings.Claim(*e.r);
+      if (e.r->name != 0 ||
+          (map != nullptr && memory_calls::IsLibrary(p_.strings.Get(memory_calls::CallerOf(*map)))))
+        ++sourced_;
       // A segment the allocator's history lists is the allocator's, whoever CUPTI named.
       e.library = torch.contains({Address(*e.r), static_cast<uint64_t>(e.delta)})
                       ? Intern(std::string(kTorchSegmentOwner))
-                      : OwnerOf(*e.r);
-      e.range = RangeOf(e.r->correlation);
+                      : OwnerOf(*e.r, map);
+      // The range open at the mapping call, else at the call CUPTI correlated.
+      e.range = map != nullptr ? t_.index.InnermostAt(map->tid, map->start_ns)
+                               : RangeOf(e.r->correlation);
     }
   }
+
+  // Allocations whose maker is known: CUPTI named a library, or kprof found the library whose
+  // virtual-memory call made it.
+  uint64_t Sourced() const { return sourced_; }
 
   // Replays the events before `end` (an index into the sorted events); the state afterwards.
   void Run(size_t end) {
@@ -278,18 +268,23 @@ class Replay {
   }
 
  private:
-  uint32_t OwnerOf(const Record& r) {
+  // `map`: the virtual-memory call that mapped `r` (Mappings::Claim), or null.
+  uint32_t OwnerOf(const Record& r, const Record* map) {
     const auto mk = static_cast<MemKind>(r.c);
     const bool is_static = mk == MemKind::DeviceStatic || mk == MemKind::ManagedStatic;
-    // An allocation whose library CUPTI did not name is told apart by the call that made it.
     // Memory a virtual-memory call mapped is its caller's: CUPTI's record of it carries a
     // correlation id of its own and a library that is not the caller's (the last library that
     // called the runtime on that thread: cuDNN's for PyTorch's expandable segments, seen on an
-    // H200), so the mapping call kprof recorded wins.
-    const Record* api = is_static ? nullptr : MappedBy(r);
+    // H200), so a library kprof found on the mapping call's stack wins; a caller known only by
+    // its thread names memory CUPTI named no library for. An allocation whose library is still
+    // not known is told apart by the call that made it.
+    const Record* api = nullptr;
+    if (!is_static && map != nullptr &&
+        (r.name == 0 || memory_calls::IsLibrary(p_.strings.Get(memory_calls::CallerOf(*map)))))
+      api = map;
     if (api == nullptr && !is_static && r.name == 0)
       api = t_.index.api_by_correlation.Find(r.correlation);
-    const uint32_t caller = api != nullptr ? CallerOf(*api) : 0;
+    const uint32_t caller = api != nullptr ? memory_calls::CallerOf(*api) : 0;
     const uint64_t key = caller != 0      ? caller | 3ull << 32
                          : api != nullptr ? api->name | 2ull << 32
                                           : r.name | (is_static ? 1ull << 32 : 0);
@@ -300,7 +295,7 @@ class Replay {
       name = kStaticOwner;
       if (r.name != 0) name += " of " + Base(p_.Name(r));
     } else if (caller != 0) {
-      name = CallerOwner(p_.strings.Get(caller));
+      name = memory_calls::CallerOwner(p_.strings.Get(caller));
     } else if (r.name != 0) {
       name = LibraryOwner(p_.Name(r));
     } else {
@@ -310,17 +305,6 @@ class Replay {
     const uint32_t id = Intern(name);
     owner_of_.emplace(key, id);
     return id;
-  }
-
-  // The last recorded virtual-memory call that mapped `r`'s address when it was made (else the
-  // first that did); null when none did.
-  const Record* MappedBy(const Record& r) const {
-    const auto m = mapped_.find(Address(r));
-    if (m == mapped_.end()) return nullptr;
-    const Record* by = m->second.front();
-    for (const Record* c : m->second)
-      if (c->start_ns <= r.start_ns) by = c;
-    return by;
   }
 
   uint32_t Intern(const std::string& name) {
@@ -362,8 +346,7 @@ class Replay {
   std::vector<std::string> owners_;
   std::unordered_map<std::string, uint32_t> owner_ids_;
   std::unordered_map<uint64_t, uint32_t> owner_of_;  // (string id, static) -> owners_ index
-  // address -> the virtual-memory calls that mapped it, in time order
-  std::unordered_map<uint64_t, std::vector<const Record*>> mapped_;
+  uint64_t sourced_ = 0;
   std::vector<uint64_t> made_;
   std::unordered_map<int, uint64_t> made_range_;
 };
@@ -399,42 +382,6 @@ std::string LibraryOwner(const std::string& path) {
   return base;
 }
 
-namespace {
-
-// The successful calls of the names that failed, by thread and name: whether a failure was
-// retried with success (FailedAllocation::retried).
-class Retries {
- public:
-  Retries(const ProcessTrace& p, const std::vector<const Record*>& failed) {
-    if (failed.empty()) return;
-    std::unordered_set<std::string> names;
-    for (const Record* f : failed) names.insert(p.Name(*f));
-    for (const Record& r : p.records) {
-      if ((r.Kind() != RecordKind::RuntimeApi && r.Kind() != RecordKind::DriverApi) || r.b != 0)
-        continue;
-      if (names.contains(p.Name(r))) ok_[Key(r.tid, p.Name(r))].push_back(r.start_ns);
-    }
-    for (auto& [key, starts] : ok_) std::sort(starts.begin(), starts.end());
-    p_ = &p;
-  }
-  bool Succeeded(const Record& f) const {
-    if (p_ == nullptr) return false;
-    const auto it = ok_.find(Key(f.tid, p_->Name(f)));
-    if (it == ok_.end()) return false;
-    const auto next = std::upper_bound(it->second.begin(), it->second.end(), f.start_ns);
-    return next != it->second.end() && *next - f.start_ns <= FailedAllocation::kRetryNs;
-  }
-
- private:
-  static std::string Key(uint32_t tid, const std::string& name) {
-    return std::to_string(tid) + ":" + name;
-  }
-  const ProcessTrace* p_ = nullptr;
-  std::unordered_map<std::string, std::vector<uint64_t>> ok_;
-};
-
-}  // namespace
-
 MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
   MemorySummary out;
   out.top = top;
@@ -469,10 +416,7 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
       const auto delta = detail::DeviceMemoryDelta(r);
       if (!delta || r.start_ns == 0) continue;
       by_device[r.device].push_back({&r, *delta});
-      if (*delta >= 0) {
-        ++out.allocations;
-        if (r.name != 0) ++out.sourced_allocations;
-      }
+      if (*delta >= 0) ++out.allocations;
     }
     for (size_t i = torch_from; i < out.torch.size(); ++i) detail::StepEndByOp(t, out.torch[i]);
     // This process's PyTorch findings, in time order.
@@ -482,9 +426,11 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
     for (const TorchMemory& tm : torch)
       segments[tm.device].insert(tm.segments.begin(), tm.segments.end());
     std::map<uint16_t, Replay> replays;
+    memory_calls::Mappings mappings(p);
     for (auto& [device, events] : by_device) {
-      Replay& rp =
-          replays.try_emplace(device, t, std::move(events), segments[device]).first->second;
+      Replay& rp = replays.try_emplace(device, t, std::move(events), segments[device], mappings)
+                       .first->second;
+      out.sourced_allocations += rp.Sourced();
       const auto [at, height] = rp.Peak();
       if (height <= 0) continue;
       rp.Run(at);
@@ -507,7 +453,15 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
     }
     std::sort(failed.begin(), failed.end(),
               [](const Record* a, const Record* b) { return a->start_ns < b->start_ns; });
-    const Retries retries(p, failed);
+    const memory_calls::Retries retries(p, failed);
+    // Probes (retried with success) are not described, nor counted among the first failures.
+    std::vector<bool> retried(failed.size());
+    size_t last = SIZE_MAX, shortages = 0;
+    for (size_t i = 0; i < failed.size(); ++i) {
+      retried[i] =
+          failed[i]->b != FailedAllocation::kOutOfMemoryCode && retries.Succeeded(*failed[i]);
+      if (!retried[i]) last = i;
+    }
     for (size_t i = 0; i < failed.size(); ++i) {
       const Record* r = failed[i];
       FailedAllocation f;
@@ -517,7 +471,7 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
       f.code = r->b;
       f.pinned_host = static_cast<MemKind>(r->c) == MemKind::Pinned;
       f.tid = r->tid;
-      f.retried = f.code != FailedAllocation::kOutOfMemoryCode && retries.Succeeded(*r);
+      f.retried = retried[i];
       const int range = t.index.InnermostAt(r->tid, r->start_ns);
       if (range >= 0) f.range = std::string(t.index.Name(static_cast<size_t>(range)));
       MemoryState& s = f.state;
@@ -531,8 +485,9 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
       // The state of the first failures and of the last (a replay each): a program that probes
       // with failing calls is not replayed once per call.
       auto it = replays.find(s.device);
-      f.described = !f.pinned_host && it != replays.end() &&
-                    (i < kDescribedFailures || i + 1 == failed.size());
+      f.described = !f.pinned_host && !f.retried && it != replays.end() &&
+                    (shortages < kDescribedFailures || i == last);
+      if (!f.retried) ++shortages;
       if (f.described) {
         it->second.Run(it->second.Before(r->start_ns));
         it->second.Describe(s, top);

@@ -466,6 +466,10 @@ ProcessTrace ReadRunFile(const std::string& path, bool show_progress) {
         rec.b != 0 && !t.strings.Has(rec.b))
       Fail(path, "record " + std::to_string(i) + " names undefined domain string id " +
                      std::to_string(rec.b) + " (corrupted)");
+    if (rec.Kind() == RecordKind::DriverApi && (rec.flags & kApiMemoryCaller) != 0 && rec.e != 0 &&
+        !t.strings.Has(rec.e))
+      Fail(path, "record " + std::to_string(i) + " names undefined caller string id " +
+                     std::to_string(rec.e) + " (corrupted)");
     t.records[keep++] = rec;
   }
   t.records.resize(keep);

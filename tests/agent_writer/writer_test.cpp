@@ -338,3 +338,18 @@ TEST(AgentSignals, SigtermInsideACudaCallFinishesTheFileAndEndsTheProgram) {
 }
 
 }  // namespace
+
+// A virtual-memory call's caller (src/agent/callers.cpp): the first return address outside the
+// agent (here: this binary, which holds CallerOf), CUPTI and the driver names the shared object;
+// with none, the thread's name.
+TEST(MemoryCallers, TheFirstFrameOutsideTheAgentNamesTheCaller) {
+  using kprof::agent::CallerOf;
+  void* in_libc = reinterpret_cast<void*>(&std::strlen);
+  void* in_self = reinterpret_cast<void*>(&CallerOf);
+  const std::string caller = CallerOf({in_self, in_libc}, "worker");
+  EXPECT_NE(caller.find("libc.so"), std::string::npos) << caller;
+  EXPECT_EQ(caller.front(), '/') << caller;  // a full path
+  EXPECT_EQ(CallerOf({in_self}, "NCCL Service 0"), "[thread] NCCL Service 0");
+  EXPECT_EQ(CallerOf({}, ""), "");
+  EXPECT_EQ(CallerOf({nullptr}, ""), "");
+}

@@ -311,6 +311,29 @@ TEST(Format, RecordNamingUndefinedStringRejected) {
   }
 }
 
+// A virtual-memory call's caller is a string id too (format 1.6): one never defined is corruption;
+// the same field of an ordinary API record means nothing and is not checked.
+TEST(Format, MemoryCallerNamingUndefinedStringRejected) {
+  TempDir d;
+  ProcessTrace t;
+  t.complete = true;
+  Record r;
+  r.kind = static_cast<uint8_t>(RecordKind::DriverApi);
+  r.e = 7;  // never defined
+  t.records.push_back(r);
+  WriteRunFile(d / "plain.kprof", t);
+  EXPECT_EQ(ReadRunFile(d / "plain.kprof").records.size(), 1u);
+  t.records[0].flags = kApiMemoryCaller;
+  WriteRunFile(d / "caller.kprof", t);
+  try {
+    ReadRunFile(d / "caller.kprof");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("undefined caller string id 7"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(StringTable, InternAndSet) {
   StringTable s;
   EXPECT_EQ(s.Intern(""), 0u);
