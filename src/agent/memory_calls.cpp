@@ -154,6 +154,9 @@ const AllocCall* Find(const AllocCall (&calls)[N], CUpti_CallbackId cbid) {
 }  // namespace
 
 bool EnableAllocationCallbacks(CUpti_SubscriberHandle subscriber) {
+  // The unwinder loads itself on its first use: here, before any driver call is watched.
+  void* frame[1];
+  backtrace(frame, 1);
   constexpr const char* kDoing = "watch allocation calls (a failed one will not be reported)";
   bool ok = true;
   for (const AllocCall& c : kRuntimeCalls)
@@ -165,9 +168,6 @@ bool EnableAllocationCallbacks(CUpti_SubscriberHandle subscriber) {
   ok &= KPROF_CUPTI(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
                                         CUPTI_DRIVER_TRACE_CBID_cuMemMap),
                     "watch cuMemMap (memory mapped by a library will have no owner)");
-  // The unwinder loads itself on its first use: here, rather than inside a driver call.
-  void* frame[1];
-  backtrace(frame, 1);
   return ok;
 }
 

@@ -83,21 +83,23 @@ uint64_t Address(const Record& r) {
 
 class Replay {
  public:
+  // `claims`: the virtual-memory call that mapped each allocation that had one
+  // (memory_calls::Mappings, claimed over the whole process in time order).
   Replay(const ProcessTimeline& t, std::vector<Event> events, const TorchSegments& torch,
-         memory_calls::Mappings& mappings)
+         const std::unordered_map<const Record*, const Record*>& claims)
       : t_(t), p_(*t.process), events_(std::move(events)) {
     std::stable_sort(events_.begin(), events_.end(),
                      [](const Event& a, const Event& b) { return a.r->start_ns < b.r->start_ns; });
     for (Event& e : events_) {
       if (e.delta < 0) continue;
-      const Record* map = mappings.Claim(*e.r);
-      if (e.r->name != 0 ||
-          (map != nullptr && memory_calls::IsLibrary(p_.strings.Get(memory_calls::CallerOf(*map)))))
-        ++sourced_;
+      const auto claim = claims.find(e.r);
+      const Record* map = claim == claims.end() ? nullptr : claim->second;
+      library_caller_ = false;
       // A segment the allocator's history lists is the allocator's, whoever CUPTI named.
       e.library = torch.contains({Address(*e.r), static_cast<uint64_t>(e.delta)})
                       ? Intern(std::string(kTorchSegmentOwner))
                       : OwnerOf(*e.r, map);
+      if (e.r->name != 0 || library_caller_) ++sourced_;
       // The range open at the mapping call, else at the call CUPTI correlated.
       e.range = map != nullptr ? t_.index.InnermostAt(map->tid, map->start_ns)
                                : RangeOf(e.r->correlation);
@@ -285,6 +287,7 @@ class Replay {
     if (api == nullptr && !is_static && r.name == 0)
       api = t_.index.api_by_correlation.Find(r.correlation);
     const uint32_t caller = api != nullptr ? memory_calls::CallerOf(*api) : 0;
+    library_caller_ = caller != 0 && memory_calls::IsLibrary(p_.strings.Get(caller));
     const uint64_t key = caller != 0      ? caller | 3ull << 32
                          : api != nullptr ? api->name | 2ull << 32
                                           : r.name | (is_static ? 1ull << 32 : 0);
@@ -347,6 +350,7 @@ class Replay {
   std::unordered_map<std::string, uint32_t> owner_ids_;
   std::unordered_map<uint64_t, uint32_t> owner_of_;  // (string id, static) -> owners_ index
   uint64_t sourced_ = 0;
+  bool library_caller_ = false;  // the last OwnerOf found a library on a call's stack
   std::vector<uint64_t> made_;
   std::unordered_map<int, uint64_t> made_range_;
 };
@@ -425,11 +429,23 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
     std::map<uint16_t, TorchSegments> segments;
     for (const TorchMemory& tm : torch)
       segments[tm.device].insert(tm.segments.begin(), tm.segments.end());
+    // Each mapping call claims its allocation in the process's time order, across devices.
+    std::unordered_map<const Record*, const Record*> claims;
+    {
+      memory_calls::Mappings mappings(p);
+      std::vector<const Record*> made;
+      for (const auto& [device, events] : by_device)
+        for (const Event& e : events)
+          if (e.delta >= 0) made.push_back(e.r);
+      std::stable_sort(made.begin(), made.end(),
+                       [](const Record* a, const Record* b) { return a->start_ns < b->start_ns; });
+      for (const Record* r : made)
+        if (const Record* map = mappings.Claim(*r)) claims.emplace(r, map);
+    }
     std::map<uint16_t, Replay> replays;
-    memory_calls::Mappings mappings(p);
     for (auto& [device, events] : by_device) {
-      Replay& rp = replays.try_emplace(device, t, std::move(events), segments[device], mappings)
-                       .first->second;
+      Replay& rp =
+          replays.try_emplace(device, t, std::move(events), segments[device], claims).first->second;
       out.sourced_allocations += rp.Sourced();
       const auto [at, height] = rp.Peak();
       if (height <= 0) continue;

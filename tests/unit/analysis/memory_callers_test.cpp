@@ -214,3 +214,78 @@ TEST(MemoryCallers, AProbeIsANoteAndAShortageAHeadline) {
             std::string::npos)
       << loud;
 }
+
+// A mapping names the first allocation CUPTI recorded at its address after it, once: memory made
+// at the address later (after the mapping was released) is not the mapping's, nor memory
+// recorded more than a second after it.
+TEST(MemoryCallers, AMappingNamesOnlyTheFirstAllocationAfterIt) {
+  test::TraceBuilder b;
+  Call(b, "cuMemMap", 1000, 11, 42, "/opt/app/libpool.so", 2 * kMiB, 0x7f0000000000);
+  Alloc(b, 1040, 12, 2 * kMiB, 0x7f0000000000);
+  Record& f = b.Add(RecordKind::MemFree, "", 2000, 2000);
+  f.device = 0;
+  f.bytes = 2 * kMiB;
+  f.b = 0x7f00;
+  f.c = static_cast<uint32_t>(MemKind::Device);
+  Alloc(b, 3000, 0, 4 * kMiB, 0x7f0000000000);  // another maker, at the same address
+  Call(b, "cuMemMap", 4000, 21, 42, "/opt/app/libpool.so", 8 * kMiB, 0x7f2000000000);
+  Alloc(b, 2'000'004'000, 0, 8 * kMiB, 0x7f2000000000);  // two seconds after its mapping
+  const MemorySummary s = Summarize(b);
+  ASSERT_EQ(s.peaks.size(), 1u);
+  ASSERT_EQ(s.peaks[0].by_library.size(), 1u);
+  EXPECT_EQ(s.peaks[0].by_library[0].name, "(library not recorded)");
+  EXPECT_EQ(s.peaks[0].by_library[0].live_bytes, static_cast<int64_t>(12 * kMiB));
+  EXPECT_EQ(s.peaks[0].by_library[0].allocations, 2u);  // the first one was libpool.so's
+  EXPECT_EQ(s.allocations, 3u);
+  EXPECT_EQ(s.sourced_allocations, 1u);
+}
+
+// A caller known only by its thread never overrides a library CUPTI named, and counts as no
+// library.
+TEST(MemoryCallers, AThreadNameNamesOnlyMemoryCuptiLeftUnnamed) {
+  test::TraceBuilder b;
+  Call(b, "cuMemMap", 1000, 11, 42, "[thread] worker", 2 * kMiB, 0x7f0000000000);
+  Alloc(b, 1040, 12, 2 * kMiB, 0x7f0000000000, "/opt/app/libfoo.so");
+  Call(b, "cuMemMap", 2000, 21, 42, "[thread] worker", 4 * kMiB, 0x7f1000000000);
+  Alloc(b, 2040, 22, 4 * kMiB, 0x7f1000000000);
+  const MemorySummary s = Summarize(b);
+  ASSERT_EQ(s.peaks.size(), 1u);
+  ASSERT_EQ(s.peaks[0].by_library.size(), 2u);
+  EXPECT_EQ(s.peaks[0].by_library[0].name, "(library not recorded) on thread worker");
+  EXPECT_EQ(s.peaks[0].by_library[1].name, "libfoo.so");
+  EXPECT_EQ(s.sourced_allocations, 1u);  // CUPTI's libfoo.so only
+}
+
+// A driver call's failure is named with CUPTI's version suffix, its retry's activity record
+// without: they are the same call.
+TEST(MemoryCallers, ARetryMatchesWithoutTheVersionSuffix) {
+  test::TraceBuilder b;
+  FailedCall(b, "cuMemAlloc_v2", 1000, 42, 801);
+  Record& ok = b.Add(RecordKind::DriverApi, "cuMemAlloc", 1000, 1200);  // starts as it failed
+  ok.tid = 42;
+  const MemorySummary s = Summarize(b);
+  ASSERT_EQ(s.failures.size(), 1u);
+  EXPECT_TRUE(s.failures[0].retried);
+}
+
+// Probes are neither described nor counted among the first failures: the shortages after four
+// probes are described.
+TEST(MemoryCallers, ProbesLeaveTheDescriptionsToTheShortages) {
+  test::TraceBuilder b;
+  Alloc(b, 500, 1, 2 * kMiB, 0x7f0000000000, "/opt/app/libfoo.so");
+  for (uint64_t t : {1000, 2000, 3000, 4000}) {
+    FailedCall(b, "cuMemCreate", t, 42, 800);
+    Call(b, "cuMemCreate", t + 100, static_cast<uint32_t>(t), 42, "/torch/libc10_cuda.so", 2 * kMiB,
+         0);
+  }
+  FailedCall(b, "cuMemCreate", 5000, 42, 2);
+  FailedCall(b, "cuMemCreate", 6000, 42, 2);
+  const MemorySummary s = Summarize(b);
+  ASSERT_EQ(s.failures.size(), 6u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_TRUE(s.failures[i].retried) << i;
+    EXPECT_FALSE(s.failures[i].described) << i;
+  }
+  EXPECT_TRUE(s.failures[4].described);
+  EXPECT_TRUE(s.failures[5].described);
+}
