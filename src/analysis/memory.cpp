@@ -50,7 +50,6 @@ constexpr std::string_view kStaticOwner = "static memory (module globals)";
 constexpr std::string_view kUnknownOwner = "(library not recorded)";
 // The caching allocator lives in libc10_cuda.so in every PyTorch build.
 constexpr std::string_view kTorchSegmentOwner = "PyTorch caching allocator (libc10_cuda.so)";
-constexpr std::string_view kNoRange = kOpNoRange;
 // The largest live allocations listed, however many owners are (PyTorch loads hundreds of
 // static variables).
 constexpr size_t kLargestShown = 10;
@@ -77,9 +76,7 @@ struct Event {
 // address the driver handed out again with another size is another segment.
 using TorchSegments = std::set<std::pair<uint64_t, uint64_t>>;
 
-uint64_t Address(const Record& r) {
-  return static_cast<uint64_t>(r.a) | static_cast<uint64_t>(r.b) << 32;
-}
+using memory_calls::Address;
 
 class Replay {
  public:
@@ -94,12 +91,11 @@ class Replay {
       if (e.delta < 0) continue;
       const auto claim = claims.find(e.r);
       const Record* map = claim == claims.end() ? nullptr : claim->second;
-      library_caller_ = false;
       // A segment the allocator's history lists is the allocator's, whoever CUPTI named.
       e.library = torch.contains({Address(*e.r), static_cast<uint64_t>(e.delta)})
                       ? Intern(std::string(kTorchSegmentOwner))
                       : OwnerOf(*e.r, map);
-      if (e.r->name != 0 || library_caller_) ++sourced_;
+      if (e.r->name != 0 || LibraryCaller(CallOf(*e.r, map))) ++sourced_;
       // The range open at the mapping call, else at the call CUPTI correlated.
       e.range = map != nullptr ? t_.index.InnermostAt(map->tid, map->start_ns)
                                : RangeOf(e.r->correlation);
@@ -259,7 +255,7 @@ class Replay {
   }
 
   std::string RangeName(int range) const {
-    return range < 0 ? std::string(kNoRange)
+    return range < 0 ? std::string(kOpNoRange)
                      : std::string(t_.index.Name(static_cast<size_t>(range)));
   }
 
@@ -270,24 +266,34 @@ class Replay {
   }
 
  private:
-  // `map`: the virtual-memory call that mapped `r` (Mappings::Claim), or null.
-  uint32_t OwnerOf(const Record& r, const Record* map) {
+  static bool IsStatic(const Record& r) {
     const auto mk = static_cast<MemKind>(r.c);
-    const bool is_static = mk == MemKind::DeviceStatic || mk == MemKind::ManagedStatic;
-    // Memory a virtual-memory call mapped is its caller's: CUPTI's record of it carries a
-    // correlation id of its own and a library that is not the caller's (the last library that
-    // called the runtime on that thread: cuDNN's for PyTorch's expandable segments, seen on an
-    // H200), so a library kprof found on the mapping call's stack wins; a caller known only by
-    // its thread names memory CUPTI named no library for. An allocation whose library is still
-    // not known is told apart by the call that made it.
-    const Record* api = nullptr;
-    if (!is_static && map != nullptr &&
-        (r.name == 0 || memory_calls::IsLibrary(p_.strings.Get(memory_calls::CallerOf(*map)))))
-      api = map;
-    if (api == nullptr && !is_static && r.name == 0)
-      api = t_.index.api_by_correlation.Find(r.correlation);
+    return mk == MemKind::DeviceStatic || mk == MemKind::ManagedStatic;
+  }
+
+  // The call that tells who made allocation `r`, or null. `map`: the virtual-memory call that
+  // mapped it (Mappings::Claim), or null. Memory a virtual-memory call mapped is its caller's:
+  // CUPTI's record of it carries a correlation id of its own and a library that is not the
+  // caller's (the last library that called the runtime on that thread: cuDNN's for PyTorch's
+  // expandable segments, seen on an H200), so a library kprof found on the mapping call's stack
+  // wins; a caller known only by its thread names memory CUPTI named no library for. An
+  // allocation whose library is still not known is told apart by the call that made it.
+  const Record* CallOf(const Record& r, const Record* map) const {
+    if (IsStatic(r)) return nullptr;
+    if (map != nullptr && (r.name == 0 || LibraryCaller(map))) return map;
+    return r.name == 0 ? t_.index.api_by_correlation.Find(r.correlation) : nullptr;
+  }
+
+  // Whether `call` is a virtual-memory call whose caller kprof found as a library.
+  bool LibraryCaller(const Record* call) const {
+    const uint32_t caller = call != nullptr ? memory_calls::CallerOf(*call) : 0;
+    return caller != 0 && memory_calls::IsLibrary(p_.strings.Get(caller));
+  }
+
+  uint32_t OwnerOf(const Record& r, const Record* map) {
+    const bool is_static = IsStatic(r);
+    const Record* api = CallOf(r, map);
     const uint32_t caller = api != nullptr ? memory_calls::CallerOf(*api) : 0;
-    library_caller_ = caller != 0 && memory_calls::IsLibrary(p_.strings.Get(caller));
     const uint64_t key = caller != 0      ? caller | 3ull << 32
                          : api != nullptr ? api->name | 2ull << 32
                                           : r.name | (is_static ? 1ull << 32 : 0);
@@ -350,7 +356,6 @@ class Replay {
   std::unordered_map<std::string, uint32_t> owner_ids_;
   std::unordered_map<uint64_t, uint32_t> owner_of_;  // (string id, static) -> owners_ index
   uint64_t sourced_ = 0;
-  bool library_caller_ = false;  // the last OwnerOf found a library on a call's stack
   std::vector<uint64_t> made_;
   std::unordered_map<int, uint64_t> made_range_;
 };

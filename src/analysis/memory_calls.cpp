@@ -12,10 +12,6 @@ namespace {
 
 constexpr std::string_view kThread = "[thread] ";
 
-uint64_t Address(const Record& r) {
-  return static_cast<uint64_t>(r.a) | static_cast<uint64_t>(r.b) << 32;
-}
-
 // A call's name without CUPTI's version suffix: "cuMemAlloc_v2" -> "cuMemAlloc".
 std::string_view BaseName(std::string_view name) {
   const size_t v = name.rfind("_v");
@@ -48,8 +44,8 @@ std::string CallerOwner(const std::string& caller) {
 
 Mappings::Mappings(const ProcessTrace& p) {
   for (const Record& r : p.records) {
-    const uint64_t mapped = static_cast<uint64_t>(r.c) | static_cast<uint64_t>(r.d) << 32;
-    if (CallerOf(r) != 0 && mapped != 0) by_address_[mapped].calls.push_back(&r);
+    if (CallerOf(r) != 0 && MappedAddress(r) != 0)
+      by_address_[MappedAddress(r)].calls.push_back(&r);
   }
   for (auto& [address, c] : by_address_)
     std::stable_sort(c.calls.begin(), c.calls.end(),

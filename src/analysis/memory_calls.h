@@ -12,6 +12,15 @@
 
 namespace kprof::memory_calls {
 
+/// The address of a MemAlloc/MemFree record (a, b).
+inline uint64_t Address(const Record& r) {
+  return static_cast<uint64_t>(r.a) | static_cast<uint64_t>(r.b) << 32;
+}
+/// The address a virtual-memory call mapped (c, d; 0 for cuMemCreate).
+inline uint64_t MappedAddress(const Record& r) {
+  return static_cast<uint64_t>(r.c) | static_cast<uint64_t>(r.d) << 32;
+}
+
 /// The caller kprof found for a virtual-memory call (a string id; 0 = none or not such a call).
 uint32_t CallerOf(const Record& r);
 /// Whether `caller` is a shared object's path (not "[thread] NAME", the fallback).
