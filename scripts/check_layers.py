@@ -16,7 +16,7 @@ import sys
 
 LAYER_OF_HEADER = {
     "record.h": "format", "trace.h": "format", "agent_config.h": "format", "self_cost.h": "format", "metrics.h": "format",
-    "progress.h": "format", "utf8.h": "format", "on_demand.h": "format",
+    "progress.h": "format", "utf8.h": "format", "on_demand.h": "format", "op_abi.h": "format",
     "analysis.h": "analysis", "timeline.h": "analysis", "hints.h": "analysis",
     "compare.h": "analysis", "counters.h": "analysis", "distributed.h": "analysis", "memory.h": "analysis",
     "output.h": "output", "output_file.h": "output", "html.h": "output",

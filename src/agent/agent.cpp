@@ -34,6 +34,7 @@
 #include "agent/counters.h"
 #include "agent/cupti_setup.h"
 #include "agent/nvtx_shim.h"
+#include "agent/op_rings.h"
 #include "kprof/on_demand.h"
 #include "kprof/trace.h"
 
@@ -56,6 +57,11 @@ std::string FirstEnv(std::initializer_list<const char*> names) {
 }
 
 uint32_t OsThreadId() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
+
+uint64_t CuptiNow() {
+  uint64_t t = 0;
+  return cuptiGetTimestamp(&t) == CUPTI_SUCCESS ? t : 0;
+}
 
 }  // namespace
 
@@ -286,6 +292,7 @@ int Initialize() {
                                                                         : "until the range");
     a.writer.WriteMeta(setup);
     StartCollecting();
+    ops::FindObserver();  // (enabled by the windows: capture.cpp)
     if (a.on_demand ? !StartOnDemand(dir, rank)
         : delayed   ? !StartDelayed(cfg.delay_ms, cfg.duration_ms)
                     : !StartDormant())
@@ -311,7 +318,9 @@ int Initialize() {
   // Capture windows (--capture, --delay, --duration): nothing else but the device records until
   // the first window opens; each window enables the kinds and closing it disables them.
   MetaList setup;
-  if (ConfigureCapture(cfg, problems, setup) && StartCapture(a.subscriber, a.kinds)) {
+  const bool windows =
+      ConfigureCapture(cfg, problems, setup) && StartCapture(a.subscriber, a.kinds);
+  if (windows) {
     ok &= KPROF_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DEVICE),
                       "record the devices' properties (the run's meta will lack them)");
   } else {
@@ -324,6 +333,13 @@ int Initialize() {
   if (ConfigureCounters(cfg, problems)) StartCounters(a.subscriber, setup);
   a.writer.WriteMeta(setup);
   StartCollecting();
+  // The op observer (kprof/op_abi.h), if the program loaded one before CUDA started: it records
+  // from now on, or with each window (capture.cpp switches it).
+  ops::FindObserver();
+  if (!windows) {
+    ops::TakeClockOffset(&CuptiNow);
+    ops::SetRecording(true);
+  }
   return 1;
 }
 

@@ -40,6 +40,7 @@
 #include "agent/capture_internal.h"
 #include "agent/cupti_setup.h"
 #include "agent/nvtx_shim.h"
+#include "agent/op_rings.h"
 #include "kprof/on_demand.h"
 
 namespace kprof::agent {
@@ -161,6 +162,8 @@ void Open(State& s, CaptureTrigger trigger, std::string by) {
   const int apis = Sync(s);
   GraphWindowOpened(s.opened_ns, s.windows + 1);
   g_window_open = true;
+  ops::TakeClockOffset(&Now);  // the op observer's times, onto CUPTI's clock
+  ops::SetRecording(true);
   if (g_debug)
     std::fprintf(stderr, "kprof capture: window %llu opened by %s: %s in %.1f us\n",
                  static_cast<unsigned long long>(s.windows + 1), by.c_str(),
@@ -181,6 +184,7 @@ void Close(State& s, CaptureEnd why) {
   const uint64_t closing = Now();
   s.closed_wall = ondemand::WallNs();
   g_window_open = false;
+  ops::SetRecording(false);
   GraphWindowClosed(closing);  // graph launches from here on are not the window's
   s.want_on = false;
   // At the process's end collection stops anyway: nothing to switch off.

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -23,6 +24,7 @@
 #include "agent/convert.h"
 #include "agent/counters.h"
 #include "agent/cupti_setup.h"
+#include "agent/op_rings.h"
 #include "kprof/trace.h"
 
 namespace kprof::agent {
@@ -219,6 +221,17 @@ void WriteSideRecords(Agent& a, Interner& strings) {
   a.stats.records_written += recs.size();
 }
 
+// Writes what the op observer's rings hold (op_rings.h) as Range records, with their names.
+void WriteOpRanges(Agent& a, Interner& strings, std::vector<Record>& staging) {
+  staging.clear();
+  if (ops::Drain([&](std::string_view s) { return strings.Intern(s); }, staging) == 0) return;
+  if (a.writer.write_failure() != 0) return;
+  auto fresh = strings.TakeNew();
+  if (!fresh.empty()) a.writer.WriteStrings(fresh);
+  a.writer.WriteRecords(staging.data(), staging.size());
+  a.stats.records_written += staging.size();
+}
+
 }  // namespace
 
 void WriterLoop() {
@@ -228,15 +241,26 @@ void WriterLoop() {
   std::vector<Record> staging;
   staging.reserve(g_buffer_bytes / 32);
   auto last_stats = std::chrono::steady_clock::now();
+  std::vector<Record> op_staging;
   while (true) {
     Agent::Pending p{};
+    bool buffer = false;
     {
+      // Woken by a completed buffer, or every kDrainMs for the op rings (which fill with no
+      // CUPTI buffer to announce them).
       std::unique_lock<std::mutex> lock(a.q_mu);
-      a.q_cv.wait(lock, [&] { return a.stop_writer || !a.queue.empty(); });
-      if (a.queue.empty()) break;  // stop requested and drained
-      p = a.queue.front();
-      a.queue.pop_front();
+      a.q_cv.wait_for(lock, std::chrono::milliseconds(ops::kDrainMs),
+                      [&] { return a.stop_writer || !a.queue.empty(); });
+      if (!a.queue.empty()) {
+        p = a.queue.front();
+        a.queue.pop_front();
+        buffer = true;
+      } else if (a.stop_writer) {
+        break;  // stop requested and drained
+      }
     }
+    WriteOpRanges(a, strings, op_staging);
+    if (!buffer) continue;
     WriteSideRecords(a, strings);
     if (a.writer.write_failure() == 0) {
       ProcessBuffer(a, strings, staging, p.buf, p.valid);
@@ -263,7 +287,8 @@ void WriterLoop() {
     ++a.processed;
     a.drained_cv.notify_all();
   }
-  WriteSideRecords(a, strings);  // graphs made after the last buffer
+  WriteSideRecords(a, strings);           // graphs made after the last buffer
+  WriteOpRanges(a, strings, op_staging);  // ops ended after it (recording is off by now)
 }
 
 // Periodic flush: completed buffers reach the file even when they are not full, so a crash
@@ -367,9 +392,10 @@ void Finish(const std::string& reason) {
     return;
   }
   a.finishing = true;
-  EndOnDemand();       // the control thread stops (on demand); a window it holds open ends
-  EndCapture();        // an open window ends here: its record before the final flush
-  StopCounters(true);  // the counters' meta (and any last samples), before the final flush
+  EndOnDemand();             // the control thread stops (on demand); a window it holds open ends
+  EndCapture();              // an open window ends here: its record before the final flush
+  ops::SetRecording(false);  // the op observer stops; the writer takes what it made at its end
+  StopCounters(true);        // the counters' meta (and any last samples), before the final flush
   // The buffers CUPTI holds now: the forced flush must return every one of them. Buffers it asks
   // for later hold work the program goes on doing while the file is finished (a signal is
   // handled beside the program): not written, and no sign of another CUPTI client.
@@ -454,6 +480,7 @@ void Finish(const std::string& reason) {
   }
   if (a.forced_flushes > 0)
     meta.emplace_back("forced_flushes", std::to_string(a.forced_flushes.load()));
+  for (auto& kv : ops::Meta()) meta.push_back(std::move(kv));
   a.writer.WriteMeta(meta);
   a.stats.dropped_records = a.dropped;
   a.stats.buffers_completed = a.buffers_completed;

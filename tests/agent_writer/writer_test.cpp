@@ -28,8 +28,10 @@
 #include "agent/capture.h"
 #include "agent/capture_graphs.h"
 #include "agent/counters.h"
+#include "agent/op_rings.h"
 #include "gtest/gtest.h"
 #include "kprof/trace.h"
+#include "op_events.h"
 #include "test_util.h"
 
 namespace {
@@ -171,6 +173,7 @@ class AgentWriter : public ::testing::Test {
  protected:
   void SetUp() override {
     g_cupti = new FakeCupti();
+    kprof::agent::ops::ResetForTest();
     kprof::agent::g_buffer_bytes = 64 * kStride;  // small buffers: many completions and reuses
     g_agent = new Agent();
     Agent& a = A();
@@ -239,6 +242,51 @@ TEST_F(AgentWriter, RecordsFromManyThreadsReachTheFileExactlyOnce) {
   EXPECT_EQ(seen.size(), size_t{kThreads} * kPerThread);
   EXPECT_EQ(p.stats.records_written, size_t{kThreads} * kPerThread);
   EXPECT_LE(A().allocated, kprof::agent::kHardBufferLimit);
+}
+
+TEST_F(AgentWriter, OpRangesReachTheFileWithTheirNamesBesideCuptisRecords) {
+  // An op observer's thread (kprof/op_abi.h) publishes while kernels complete: the writer takes
+  // the ring every kDrainMs, not only when a CUPTI buffer comes.
+  constexpr uint32_t kOps = 3 * kprof::agent::ops::kRingEvents;  // more than one ring holds
+  const kprof_op_agent* agent = kprof::agent::ops::Table();
+  std::thread observer([&] {
+    kprof_op_ring* ring = agent->thread_ring();
+    agent->define_name(1, "aten::mm", 8);
+    agent->define_name(2, "kprof.module:model|Linear", 25);
+    for (uint32_t i = 0; i < kOps; ++i) {
+      const kprof_op_event e{10'000ull + 4 * i,
+                             10'002ull + 4 * i,
+                             i % 2 + 1,
+                             -1,
+                             0,
+                             static_cast<uint8_t>(i % 2 ? kKprofOpModule : kKprofOp),
+                             0,
+                             0};
+      while (!kprof::test::Publish(ring, e, true)) std::this_thread::yield();
+    }
+    agent->thread_done(ring);
+  });
+  Produce(2, 500);
+  observer.join();
+  kprof::agent::Finish("exit");
+
+  kprof::ProcessTrace p = kprof::ReadRunFile(A().path);
+  ASSERT_TRUE(p.complete);
+  size_t kernels = 0, ops = 0, modules = 0;
+  for (const kprof::Record& r : p.records) {
+    if (r.Kind() == kprof::RecordKind::Kernel) ++kernels;
+    if (r.Kind() != kprof::RecordKind::Range) continue;
+    const std::string& name = p.strings.Get(r.name);
+    ops += name == "aten::mm" && p.strings.Get(r.b) == "cpu_op";
+    modules += name == "kprof.module:model|Linear" && p.strings.Get(r.b) == "kprof";
+    EXPECT_EQ(r.end_ns, r.start_ns + 2);
+  }
+  EXPECT_EQ(kernels, 1000u);
+  EXPECT_EQ(ops, kOps / 2);
+  EXPECT_EQ(modules, kOps / 2);
+  EXPECT_EQ(p.meta["op_ranges"], std::to_string(kOps));
+  EXPECT_EQ(p.meta["op_ranges_dropped"], "0");
+  EXPECT_EQ(p.stats.records_written, 1000u + kOps);
 }
 
 TEST_F(AgentWriter, FinishWhileApplicationThreadsStillRunLeavesAWholeFile) {
