@@ -8,6 +8,9 @@
 #   stack    ops, modules, and around each torch call made from the program's own code a range
 #            "kprof.src:FILE:LINE" (the first frame outside torch);
 #   off      nothing (kprof run then does not set this up at all).
+# Op and module ranges come from kprof's RecordFunction observer (kprof_ops.cpp, built once
+# against the imported torch by kprof_ops_build.py) straight into the agent, with no NVTX string;
+# where it cannot be built, or with KPROF_PYTORCH_OPS=nvtx, from PyTorch's NVTX mode as above.
 # Then it imports the next `sitecustomize` on the path, so one the environment already had
 # keeps working. It never prints, raises or changes what the program computes: any failure
 # turns its part off, with one line on stderr. docs/pytorch.md describes it.
@@ -18,12 +21,13 @@ _MODE = os.environ.get("KPROF_PYTORCH", "auto")
 _OPS = _MODE in ("auto", "ops", "stack")
 _MODULES = _MODE in ("auto", "modules", "stack")
 _STACK = _MODE == "stack"
+_VIA = os.environ.get("KPROF_PYTORCH_OPS", "observer")  # observer | nvtx
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _warn(what, err):
+def _warn(what, err, then="left off"):
     try:
-        sys.stderr.write("kprof: --pytorch %s: %s: %s (left off)\n" % (_MODE, what, err))
+        sys.stderr.write("kprof: --pytorch %s: %s: %s (%s)\n" % (_MODE, what, err, then))
     except Exception:
         pass
 
@@ -37,6 +41,7 @@ class _State:
     suspended = False  # the program turned its own profiler on over kprof's
     announced = False
     memory = None  # kprof_memory.Layer, when on
+    observer = None  # the op observer's module (_kprof_ops), when it serves
     op_ns = 0  # what this layer adds to one aten op call, to one nn.Module call (_Probe)
     module_ns = 0
 
@@ -77,10 +82,17 @@ class _Probe:
     def measure(self):
         x, add, module = self.x, self.add, self.module
         announced, _State.announced = _State.announced, True  # no mark from these calls
+        # The observer records only while the agent does (not yet: CUDA has not started): it
+        # runs here as it will then, its events kept nowhere.
+        observer = _State.observer
+        if observer is not None:
+            observer.probe(True)
         try:
             return self._best(lambda: add(x, x)), self._best(lambda: module(x))
         finally:
             _State.announced = announced
+            if observer is not None:
+                observer.probe(False)
 
 
 def _announce():
@@ -92,9 +104,13 @@ def _announce():
     # What each op and module call costs the program with this layer on (measured at import,
     # _Probe): the report takes it out of the idle time it prices (docs/hints.md).
     cost = ";op_ns=%d;module_ns=%d" % (_State.op_ns, _State.module_ns)
+    text = "kprof.pytorch:" + _MODE + ":" + ",".join(parts) + cost
     try:
-        _State.nvtx_push("kprof.pytorch:" + _MODE + ":" + ",".join(parts) + cost)
-        _State.nvtx_pop()
+        if _State.observer is not None:
+            _State.observer.mark(_State.observer.name(text))
+        else:
+            _State.nvtx_push(text)
+            _State.nvtx_pop()
     except Exception:
         pass
 
@@ -102,19 +118,21 @@ def _announce():
 # ----- op ranges --------------------------------------------------------------------------
 
 
-def _nvtx_config(torch):
+def _profiler_config(torch, state):
     from torch.autograd.profiler import ProfilerConfig, ProfilerState
 
     try:
         from torch.autograd.profiler import _ExperimentalConfig
     except ImportError:  # older layouts
         from torch._C._profiler import _ExperimentalConfig
-    # The configuration emit_nvtx() uses: NVTX ranges, no shapes, no memory, no stack.
-    return ProfilerConfig(ProfilerState.NVTX, False, False, False, False, False,
+    # The configuration emit_nvtx() uses (no shapes, no memory, no stack), in `state`.
+    return ProfilerConfig(getattr(ProfilerState, state), False, False, False, False, False,
                           _ExperimentalConfig())
 
 
-def _install_ops(torch):
+def _profiler_state(torch, state):
+    """Turns on PyTorch's own profiler in `state` on this thread (and the autograd threads it
+    carries the state to), and keeps it on around the program's own profiler."""
     import atexit
     import threading
 
@@ -126,15 +144,15 @@ def _install_ops(torch):
     # generated code opens a range around each Triton kernel it launches: kprof does the same.
     real_start = getattr(tap, "_run_on_profiler_start", lambda: None)
     real_stop = getattr(tap, "_run_on_profiler_stop", lambda: None)
-    config = _nvtx_config(torch)
+    config = _profiler_config(torch, state)
 
     def ours_on():
         return _State.enabled_on == threading.get_ident() and not _State.suspended
 
     def enable(*args, **kwargs):
         # The program starts its own profiler (emit_nvtx, torch.profiler) on a thread where
-        # kprof's op ranges are on: PyTorch allows one per thread, so kprof's step aside until
-        # the program's stops, and no op is counted twice.
+        # kprof's state is on: PyTorch allows one per thread, so kprof's steps aside until the
+        # program's stops, and no op is counted twice.
         if ours_on():
             real_disable()
             _State.suspended = True
@@ -163,15 +181,47 @@ def _install_ops(torch):
             except Exception:
                 pass
 
+    real_enable(config, set())  # (first: a state that cannot be had changes nothing)
     # emit_nvtx and torch.profiler call these through torch.autograd.profiler's namespace.
     tap._enable_profiler = enable
     tap._disable_profiler = disable
     if hasattr(tap, "_run_on_profiler_stop"):
         tap._run_on_profiler_stop = stop
-    real_enable(config, set())
     _State.enabled_on = threading.get_ident()
     real_start()
     atexit.register(at_exit)
+
+
+def _install_observed_ops(torch):
+    # The observer names every op already (installed in _activate). torch.compile's generated
+    # code opens its ranges (around each Triton kernel, each compiled graph's call, each compile
+    # phase) only while a profiler of PyTorch's is on (its _RecordFunctionFast needs one): at the
+    # first torch.compile, kprof turns on the cheapest, ITT's, whose ranges go nowhere with no ITT
+    # collector attached, and which the observer sees like any other. Eager programs never pay
+    # for it.
+    import functools
+
+    real_compile = torch.compile
+
+    def compile(*args, **kwargs):
+        if _State.enabled_on is None:
+            try:
+                if not torch._C._itt.is_available():
+                    raise RuntimeError("this torch was built without ITT")
+                _profiler_state(torch, "ITT")
+            except Exception as e:
+                _State.enabled_on = False  # not again
+                _warn("compiled code's ranges", e)
+        return real_compile(*args, **kwargs)
+
+    torch.compile = functools.wraps(real_compile)(compile)
+
+
+def _install_ops(torch):
+    if _State.observer is not None:
+        _install_observed_ops(torch)
+    else:
+        _profiler_state(torch, "NVTX")
 
 
 # ----- module ranges ----------------------------------------------------------------------
@@ -185,7 +235,11 @@ def _install_modules(torch):
 
     names = weakref.WeakKeyDictionary()
     local = threading.local()
-    push, pop = _State.nvtx_push, _State.nvtx_pop
+    observer = _State.observer
+    if observer is not None:  # a label's id, made once, is what a range carries
+        push, pop, label_of = observer.push, observer.pop, observer.name
+    else:
+        push, pop, label_of = _State.nvtx_push, _State.nvtx_pop, lambda text: text
     compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
     if compiling is None:
         compiling = lambda: False  # noqa: E731
@@ -238,7 +292,7 @@ def _install_modules(torch):
             label = labels.get(module)
             if label is None:
                 cls = type(getattr(module, "_orig_mod", module)).__name__
-                label = labels[module] = "kprof.module:%s|%s" % (name_of(module), cls)
+                label = labels[module] = label_of("kprof.module:%s|%s" % (name_of(module), cls))
             push(label)
             stack.append(module)
         except Exception:
@@ -278,7 +332,11 @@ def _install_modules(torch):
 def _install_stack(torch):
     from torch.overrides import TorchFunctionMode
 
-    push, pop = _State.nvtx_push, _State.nvtx_pop
+    observer = _State.observer
+    if observer is not None:
+        push, pop, label_of = observer.push, observer.pop, observer.name
+    else:
+        push, pop, label_of = _State.nvtx_push, _State.nvtx_pop, lambda text: text
     skip = (os.path.dirname(torch.__file__), _HERE)
     compiling = torch.compiler.is_compiling
     seen = {}
@@ -297,7 +355,7 @@ def _install_stack(torch):
             key = (f.f_code.co_filename, f.f_lineno)
             label = seen.get(key)
             if label is None:
-                label = seen[key] = "kprof.src:%s:%d" % key
+                label = seen[key] = label_of("kprof.src:%s:%d" % key)
             push(label)
             try:
                 return func(*args, **kwargs)
@@ -322,6 +380,8 @@ def _activate(torch):
         before = probe.measure()
     except Exception:
         probe = None
+    if _VIA == "observer" and (_OPS or _MODULES):
+        _load_observer(torch)
     for on, what, install in ((_OPS, "op ranges", _install_ops),
                               (_MODULES, "module ranges", _install_modules),
                               (_STACK, "source lines", _install_stack)):
@@ -364,6 +424,21 @@ def _activate(torch):
             handle.append(nnm.register_module_forward_pre_hook(once))
         except Exception:
             pass
+
+
+def _load_observer(torch):
+    # kprof's RecordFunction observer (kprof_ops.cpp), built once for this torch; NVTX if not.
+    try:
+        sys.path.insert(0, _HERE)
+        try:
+            import kprof_ops_build
+        finally:
+            sys.path.remove(_HERE)
+        observer = kprof_ops_build.load(torch)
+        observer.install("PyTorch RecordFunction observer, torch %s" % torch.__version__, True)
+        _State.observer = observer
+    except Exception as e:
+        _warn("the op observer", e, "ops named through NVTX instead")
 
 
 class _TorchWatcher:

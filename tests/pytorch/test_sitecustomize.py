@@ -38,6 +38,9 @@ def run(code, mode="auto", layer=True, extra_path=(), env_add=None):
     paths = ([LAYER] if layer else []) + list(extra_path) + [FAKE]
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env["KPROF_PYTORCH"] = mode
+    # The stand-in has no headers to build kprof's op observer against: these cases take the
+    # NVTX path, and test_observer_* the observer's own.
+    env["KPROF_PYTORCH_OPS"] = "nvtx"
     env.update(env_add or {})
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=60)
@@ -80,6 +83,19 @@ class Layer(unittest.TestCase):
                 self.assertGreaterEqual(depth, 0)
         self.assertEqual(depth, 0)
         self.assertEqual(log.count(("op", "linear")), 4)
+
+    def test_observer_that_cannot_be_built_leaves_ops_to_nvtx_in_one_line(self):
+        with tempfile.TemporaryDirectory() as cache:
+            p = run(MODEL, env_add={"KPROF_PYTORCH_OPS": "observer", "KPROF_CACHE_DIR": cache})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        lines = p.stderr.splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertIn("kprof: --pytorch auto: the op observer: torch's headers are not installed",
+                      lines[0])
+        self.assertTrue(lines[0].endswith("(ops named through NVTX instead)"), lines[0])
+        log = result(p)
+        self.assertEqual([e for e in log if e[0] == "enable"], [("enable", "NVTX")])
+        self.assertEqual(len(pushes(log, "kprof.module:")), 9)
 
     def test_modes(self):
         ops = result(run(MODEL, "ops"))
