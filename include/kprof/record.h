@@ -30,12 +30,14 @@ inline constexpr char kFileMagic[8] = {'K', 'P', 'R', 'O', 'F', 'R', 'U', 'N'};
 /// Major version: a reader refuses files with a larger major version.
 inline constexpr uint16_t kFormatMajor = 1;
 /// Minor version: additions that older readers may ignore (new block types, new meta keys).
-inline constexpr uint16_t kFormatMinor = 6;  // 1: graph records (kinds 15-17); 2: their end_ns;
+inline constexpr uint16_t kFormatMinor = 7;  // 1: graph records (kinds 15-17); 2: their end_ns;
                                              // 3: hardware counters (kinds 18-19);
                                              // 4: capture windows (kind 20);
                                              // 5: failed allocations (kind 21), the
                                              //    allocating library of MemAlloc/MemFree;
-                                             // 6: virtual-memory calls and their callers
+                                             // 6: virtual-memory calls and their callers;
+                                             // 7: the op observer's Range records (d = the
+                                             //    autograd sequence number + 1)
 /// Largest payload a block may declare; anything larger is treated as corruption.
 inline constexpr uint32_t kMaxBlockPayload = 64u << 20;
 
@@ -54,7 +56,8 @@ enum class RecordKind : uint8_t {
   MemAlloc = 10,      ///< device memory allocation (MEMORY2)
   MemFree = 11,       ///< device memory release (MEMORY2)
   Overhead = 12,      ///< profiler overhead interval on a CPU thread; a = OverheadKind
-  Range = 13,         ///< complete CPU range (start,end) on a thread: foreign traces' ranges/ops;
+  Range = 13,         ///< complete CPU range (start,end) on a thread: foreign traces' ranges/ops,
+                      ///< and the ops kprof's op observer records (format 1.7);
                       ///< b = domain string id, c = nesting hint (0 unknown)
   GpuRange = 14,      ///< an annotation projected on a GPU stream (foreign traces), informational
   GraphLaunch = 15,   ///< one launch of a CUDA graph, as a whole (graph-level tracing)
@@ -226,7 +229,9 @@ inline constexpr uint32_t kCopyAsync = 1u;  ///< Memcpy.c bit 0: the copy was as
 ///              b = the call's return code; c = MemKind asked for; flags = kAllocFailedDriver for a
 ///              driver API call; name = the call's name (cudaMalloc, cuMemCreate, ...)
 ///   Overhead   a = OverheadKind; name = its description
-///   Range      b = domain string id (e.g. "cpu_op", "user_annotation"); tid = thread
+///   Range      b = domain string id (e.g. "cpu_op", "user_annotation"); tid = thread; c = nesting
+///              hint (depth + 1, 0 unknown); d = autograd's sequence number + 1 (0 none); from
+///              kprof's op observer (kprof/op_abi.h), flags = its KprofOpKind
 ///   GpuRange   b = domain string id; tid = stream
 ///   GraphLaunch  GPU record (tid = stream, device = device of its first node); a = graph id as
 ///              CUPTI reports it; b = device of its last node; correlation = the launch call's.

@@ -40,8 +40,10 @@ bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
-/// The N of ", seq = N" in an op range's name (PyTorch's autograd sequence number), or -1.
-int64_t SeqOf(std::string_view name) {
+/// PyTorch's autograd sequence number of an op range: kprof's op observer keeps it in a Range
+/// record's `d` (plus one); PyTorch's NVTX mode appends ", seq = N" to the name. -1 for none.
+int64_t SeqOf(const Record& start, std::string_view name) {
+  if (start.Kind() == RecordKind::Range && start.d != 0) return int64_t{start.d} - 1;
   constexpr std::string_view kSeq = ", seq = ";
   const size_t at = name.find(kSeq);
   if (at == std::string_view::npos) return -1;
@@ -82,7 +84,8 @@ void LinkBackward(ProcessIndex& ix) {
   std::vector<Fwd> fwd;
   for (size_t i = 0; i < n; ++i) {
     if (ix.backward_node[i] >= 0) continue;
-    const int64_t seq = SeqOf(ix.process->strings.Get(ix.ranges[i].start->name));
+    const int64_t seq =
+        SeqOf(*ix.ranges[i].start, ix.process->strings.Get(ix.ranges[i].start->name));
     if (seq >= 0) fwd.push_back({seq, ix.ranges[i].begin_ns, static_cast<int>(i)});
   }
   const auto earlier = [](const Fwd& a, const Fwd& b) {
@@ -91,13 +94,52 @@ void LinkBackward(ProcessIndex& ix) {
   std::sort(fwd.begin(), fwd.end(), earlier);
   for (size_t i = 0; i < n; ++i) {
     if (ix.backward_node[i] != static_cast<int>(i)) continue;
-    const int64_t seq = SeqOf(ix.process->strings.Get(ix.ranges[i].start->name));
+    const int64_t seq =
+        SeqOf(*ix.ranges[i].start, ix.process->strings.Get(ix.ranges[i].start->name));
     if (seq < 0) continue;
     const uint64_t begin = ix.ranges[i].begin_ns;
     auto it = std::lower_bound(fwd.begin(), fwd.end(), Fwd{seq, begin, 0}, earlier);
     if (it == fwd.begin()) continue;
     --it;
     if (it->seq == seq) ix.creator[i] = it->index;
+  }
+}
+
+/// Library ranges inside PyTorch's ops (ProcessIndex::owner): a range in a named NVTX domain
+/// (CUB's "CCCL" inside aten::embedding_dense_backward, NCCL's) whose enclosing range is a
+/// PyTorch op, or another such library range, belongs to that op.
+void OwnLibraryRanges(ProcessIndex& ix) {
+  const ProcessTrace& p = *ix.process;
+  uint32_t cpu_op = 0;  // the string id of PyTorch's op domain, when the process has one
+  for (uint32_t id = 1; id < p.strings.size() && cpu_op == 0; ++id)
+    if (p.strings.Get(id) == "cpu_op") cpu_op = id;
+  const auto library = [&](size_t i) {
+    const Record& r = *ix.ranges[i].start;
+    return r.Kind() == RecordKind::MarkerStart && r.b != 0;
+  };
+  // A PyTorch op, not a user scope (record_function's ranges are the program's, whatever runs
+  // inside them): kprof's observer and PyTorch's traces put ops and autograd nodes in "cpu_op";
+  // PyTorch's NVTX mode gives every range ", op_id = N", ops a qualified name (aten::mm).
+  const auto torch_op = [&](size_t i) {
+    const Record& r = *ix.ranges[i].start;
+    if (r.Kind() == RecordKind::Range) return cpu_op != 0 && r.b == cpu_op;
+    if (r.Kind() != RecordKind::MarkerStart || r.b != 0) return false;
+    const std::string& name = p.strings.Get(r.name);
+    return name.find(", op_id = ") != std::string::npos &&
+           ix.Name(i).find("::") != std::string_view::npos;
+  };
+  const size_t n = ix.ranges.size();
+  bool any = false;
+  for (size_t i = 0; i < n && !any; ++i) any = library(i) && ix.ranges[i].parent >= 0;
+  if (!any) return;
+  ix.owner.resize(n);
+  // Parents come before their children (sorted by thread, begin, longer first).
+  for (size_t i = 0; i < n; ++i) {
+    ix.owner[i] = static_cast<int>(i);
+    const int parent = ix.ranges[i].parent;
+    if (parent < 0 || !library(i)) continue;
+    const int op = ix.owner[static_cast<size_t>(parent)];
+    if (torch_op(static_cast<size_t>(op))) ix.owner[i] = op;
   }
 }
 
@@ -309,6 +351,7 @@ ProcessIndex BuildIndex(const ProcessTrace& p) {
   ix.Nest();
   ix.modules.Nest();
   ix.sources.Nest();
+  OwnLibraryRanges(ix);
   LinkBackward(ix);
   LinkCompiled(ix);
   return ix;

@@ -49,16 +49,28 @@ void TakeOutSelfCost(ProcessTimeline& t) {
     threads[api->tid].events.emplace_back(
         api->start_ns,
         launched[static_cast<size_t>(api - records.data())] ? cost->launch_ns : cost->api_ns);
-  // NVTX ranges the agent recorded (op, module and source ranges alike; not a foreign trace's).
-  // An op or module range of kprof's PyTorch layer costs what the layer measured too.
-  const std::pair<const RangeForest*, double> forests[] = {
-      {&t.index, cost->range_ns + t.index.pytorch_op_ns},
-      {&t.index.modules, cost->range_ns + t.index.pytorch_module_ns},
-      {&t.index.sources, cost->range_ns}};
-  for (const auto& [f, each] : forests)
-    for (const RangeInterval& r : f->ranges)
-      if (r.start != nullptr && r.start->Kind() == RecordKind::MarkerStart)
-        threads[r.tid].events.emplace_back(r.begin_ns, each);
+  // NVTX ranges the agent recorded (op, module and source ranges alike; not a foreign trace's):
+  // CUPTI's record of each. An op or module range of kprof's PyTorch layer costs what the layer
+  // measured too; made by kprof's op observer (a Range record of a process whose meta names the
+  // observer, kprof/op_abi.h), that alone: no CUPTI record is behind it. (The layer measures no
+  // figure for its source lines.)
+  const bool observer = !t.process->Meta("op_observer").empty();
+  struct Forest {
+    const RangeForest* f;
+    double nvtx, observed;
+  };
+  const Forest forests[] = {
+      {&t.index, cost->range_ns + t.index.pytorch_op_ns, t.index.pytorch_op_ns},
+      {&t.index.modules, cost->range_ns + t.index.pytorch_module_ns, t.index.pytorch_module_ns},
+      {&t.index.sources, cost->range_ns, 0}};
+  for (const Forest& f : forests)
+    for (const RangeInterval& r : f.f->ranges) {
+      if (r.start == nullptr) continue;
+      if (r.start->Kind() == RecordKind::MarkerStart)
+        threads[r.tid].events.emplace_back(r.begin_ns, f.nvtx);
+      else if (observer && r.start->Kind() == RecordKind::Range && f.observed > 0)
+        threads[r.tid].events.emplace_back(r.begin_ns, f.observed);
+    }
   for (auto& [tid, tc] : threads) tc.Sum();
   // Per thread, where the last stretch taken out ended: with several streams the work before a
   // gap may have been launched before the previous gap's, and no event is taken out twice.

@@ -40,7 +40,8 @@ constexpr IntArg kIntArgs[] = {{"correlation", &RawEvent::correlation, 0},
                                {"Bytes", &RawEvent::mem_bytes, chrome::kHasMemBytes},
                                {"Device Id", &RawEvent::mem_device, 0},
                                {"Device Type", &RawEvent::device_type, chrome::kHasDeviceType},
-                               {"Addr", &RawEvent::addr, 0}};
+                               {"Addr", &RawEvent::addr, 0},
+                               {"Sequence number", &RawEvent::seq, chrome::kHasSeq}};
 
 /// Fails with "WHAT is not TYPE" at the cursor.
 [[noreturn]] void NotA(const Cursor& c, std::string_view what, const char* type) {

@@ -187,6 +187,9 @@ RecordBuilder::Place RecordBuilder::Categorize(const RawEvent& e, Record& r) {
     uint32_t& domain = cat == "cpu_op" ? cpu_op_id_ : user_annotation_id_;
     if (domain == 0) domain = Intern(cat);
     r.b = domain;
+    // Autograd's sequence number, plus one, as kprof's op observer records it (format.md).
+    if ((e.has & kHasSeq) != 0 && e.seq >= 0 && e.seq < int64_t{UINT32_MAX})
+      r.d = static_cast<uint32_t>(e.seq) + 1;
     return Place::Cpu;
   }
   if (cat == "kprof_capture") {  // kprof's own capture windows (chrome_process_events.cpp)

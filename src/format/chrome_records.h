@@ -24,7 +24,8 @@ enum Has : uint32_t {
   kHasDevice = 4,
   kHasStream = 8,
   kHasMemBytes = 16,
-  kHasDeviceType = 32
+  kHasDeviceType = 32,
+  kHasSeq = 64
 };
 
 /// One trace event as parsed: strings are views into the parser's buffer or scratch space, valid
@@ -40,6 +41,7 @@ struct RawEvent {
   int64_t correlation = 0, device = 0, stream = 0, cbid = 0, bytes = 0;
   int64_t regs = 0, smem = 0;
   int64_t mem_bytes = 0, mem_device = 0, addr = 0, device_type = 0;
+  int64_t seq = -1;  ///< args["Sequence number"]: autograd's, of a cpu_op
   std::array<int64_t, 3> grid{1, 1, 1}, block{1, 1, 1};
 };
 

@@ -191,6 +191,16 @@ void ChromeWriter::WriteX(const Ev& e) {
       }
       Raw("}");
       break;
+    case EvType::CpuOp:
+      // Autograd's sequence number of an op (kprof's observer keeps it in the record), under
+      // the key PyTorch's own traces give it: backward nodes link to their forward ops again when
+      // the trace is read back.
+      if (r.Kind() == RecordKind::Range && r.d != 0) {
+        Raw(", \"args\": {\"Sequence number\": ");
+        UInt(r.d - 1);
+        Raw("}");
+      }
+      break;
     default:
       break;
   }

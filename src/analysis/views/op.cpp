@@ -28,6 +28,12 @@ class OpView final : public View {
     std::unordered_map<uint32_t, GroupAcc*> by_name;
     for (size_t i = 0; i < ix.ranges.size(); ++i) {
       const auto& r = ix.ranges[i];
+      // A library's range inside a PyTorch op is part of that op (its GPU work goes there,
+      // ProcessIndex::owner): no row, no call of its own. Owners come before what they own.
+      if (!ix.owner.empty() && ix.owner[i] != static_cast<int>(i)) {
+        op_of[i] = op_of[static_cast<size_t>(ix.owner[i])];
+        continue;
+      }
       GroupAcc*& op = by_name[r.start->name];
       if (op == nullptr) {
         op = &ops_[std::string(ix.Name(i))];

@@ -69,6 +69,32 @@ TEST(SelfCost, EachGapLosesTheCostOfWhatTheHostRecordedBeforeTheNextLaunch) {
   EXPECT_EQ(taken, 999u * 3'000);
 }
 
+// The same steps with the ranges kprof's op observer makes (Range records, no CUPTI record
+// behind them): each costs what the layer measured per op (0.5 us) and per module call (0.3 us),
+// and CUPTI's figure per range not at all; a foreign trace's Range records (no observer named in
+// the meta) cost nothing.
+TEST(SelfCost, OpObserverRangesCostWhatTheLayerMeasured) {
+  const auto steps = [](bool observer) {
+    TraceBuilder b;
+    b.Trace().meta["self_cost"] = kCost;
+    if (observer) b.Meta("op_observer", "PyTorch RecordFunction observer, torch 2.11.0");
+    b.ObservedRange("kprof.pytorch:auto:ops,modules;op_ns=500;module_ns=300", B - 10, B - 10,
+                    "kprof");
+    for (uint64_t i = 0; i < 1000; ++i) {
+      const uint64_t t = B + i * 5'000;
+      b.Launch("tiny_step", t, t + 4'500, t + 3'000, t + 5'000);
+      b.ObservedRange("kprof.module:model|Linear", t + 50, t + 4'600, "kprof");
+      b.ObservedRange("aten::add", t + 100, t + 4'550, "cpu_op", static_cast<int64_t>(i));
+    }
+    return b.Build();
+  };
+  uint64_t taken = 0;
+  EXPECT_EQ(LaunchBound(steps(true), &taken), 999u * (3'000 - 1'000 - 800));
+  EXPECT_EQ(taken, 999u * 1'800);
+  EXPECT_EQ(LaunchBound(steps(false), &taken), 999u * 2'000);
+  EXPECT_EQ(taken, 999u * 1'000);
+}
+
 TEST(SelfCost, WhatTheRestCannotHoldComesOutOfTheHostWorkAfterAWait) {
   // 100 steps of 250 us: a 100 us kernel, a wait released at 110 us, then 140 us of the
   // program's work holding 100 ranges of 1 us each (kprof's), and the next launch.

@@ -143,6 +143,25 @@ class TraceBuilder {
     return *this;
   }
 
+  /// A range as kprof's op observer records it (a Range record in `domain`, "cpu_op" for an op,
+  /// "kprof" for its layer's own; kprof/op_abi.h), with autograd's sequence number `seq` (-1:
+  /// none).
+  TraceBuilder& ObservedRange(const std::string& name, uint64_t start, uint64_t end,
+                              const std::string& domain = "cpu_op", int64_t seq = -1,
+                              uint32_t tid = 1) {
+    Record r;
+    r.kind = static_cast<uint8_t>(RecordKind::Range);
+    r.device = kNoDevice;
+    r.start_ns = start;
+    r.end_ns = end;
+    r.name = t_.strings.Intern(name);
+    r.b = t_.strings.Intern(domain);
+    r.d = seq < 0 ? 0 : static_cast<uint32_t>(seq) + 1;
+    r.tid = tid;
+    t_.records.push_back(r);
+    return *this;
+  }
+
   /// Replay's counters for the launch `corr` (KernelMetric records, as `--metrics replay`
   /// writes them): SM, memory (and DRAM), tensor pipes and achieved occupancy, % of peak.
   TraceBuilder& Counters(uint32_t corr, double sm, double mem, double tensor, double occupancy,
