@@ -457,6 +457,64 @@ TEST(Gpu, PyTorchOpsAndModulesWithoutCodeChanges) {
   EXPECT_NE(plain.out.find("False"), std::string::npos);
 }
 
+// Issue 34: the ops kprof's RecordFunction observer names (the default) are those PyTorch's NVTX
+// mode names (KPROF_PYTORCH_OPS=nvtx), op for op, with the same calls and kernels; it says what
+// it is, and loses nothing. CUB's ranges inside aten::embedding_dense_backward (a GPT's
+// embedding) stay with the op.
+TEST(Gpu, PyTorchOpObserverNamesTheOpsOfNvtxMode) {
+  REQUIRE_GPU();
+  if (!HaveTorch()) GTEST_SKIP() << "PyTorch with CUDA not available";
+  const std::vector<std::string> mlp = {Python(), Src("examples/train_mlp.py"), "--steps", "5"};
+  std::map<std::string, std::pair<uint64_t, uint64_t>> by_mode[2];  // op -> (calls, kernels)
+  for (int nvtx = 0; nvtx < 2; ++nvtx) {
+    std::string dir = FreshDir(nvtx ? "pytorch_ops_nvtx" : "pytorch_ops_observer");
+    std::vector<std::string> program = {"env", nvtx ? "KPROF_PYTORCH_OPS=nvtx" : "KPROF_X=1"};
+    program.insert(program.end(), mlp.begin(), mlp.end());
+    Result r = Kprof(dir, program);
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_EQ(r.out.find("kprof: --pytorch"), std::string::npos) << r.out;  // no fallback line
+    kprof::Run run = ReadInputs({dir});
+    const ProcessTrace& p = Only(run);
+    ExpectClean(p);
+    if (!nvtx) {
+      EXPECT_NE(p.Meta("op_observer").find("PyTorch RecordFunction observer"), std::string::npos);
+      EXPECT_GT(std::stoull(p.Meta("op_ranges")), 1000u);
+      EXPECT_EQ(p.Meta("op_ranges_dropped"), "0");
+      EXPECT_EQ(p.Meta("op_ranges_unnamed"), "");
+    } else {
+      EXPECT_EQ(p.Meta("op_observer"), "");
+    }
+    Analysis a = Analyze(BuildTimeline(run));
+    EXPECT_EQ(a.summary.pytorch_added, "auto:ops,modules");
+    EXPECT_EQ(a.unattributed_gpu_ns, 0u);
+    EXPECT_GT(a.summary.backward_linked_ns, 0u);
+    for (const GroupRow& g : a.ops)
+      if (g.kernels + g.memcpys + g.memsets > 0)
+        by_mode[nvtx][g.key] = {g.calls, g.kernels + g.memcpys + g.memsets};
+  }
+  EXPECT_GE(by_mode[0].size(), 10u);
+  EXPECT_EQ(by_mode[0], by_mode[1]);
+
+  // A GPT (embeddings, attention): CUB's kernels under the embedding's backward op.
+  std::string dir = FreshDir("pytorch_ops_gpt");
+  Result r = Kprof(dir, {Python(), Src("examples/zoo/nanogpt_train.py"), "--steps", "2", "--warmup",
+                         "1", "--layers", "2"});
+  ASSERT_EQ(r.status, 0) << r.out;
+  kprof::Run run = ReadInputs({dir});
+  Analysis a = Analyze(BuildTimeline(run));
+  const GroupRow* emb = nullptr;
+  for (const GroupRow& g : a.ops) {
+    EXPECT_FALSE(g.key.starts_with("cub::")) << g.key;
+    if (g.key == "aten::embedding_dense_backward") emb = &g;
+  }
+  ASSERT_NE(emb, nullptr);
+  EXPECT_EQ(emb->calls, 2u * 3);  // wte and wpe, each step of 3
+  bool radix = false;
+  for (const auto& k : emb->kernel_rows)
+    radix |= k.name.find("DeviceRadixSort") != std::string::npos;
+  EXPECT_TRUE(radix);
+}
+
 // Issue 11, torch.compile (default mode) under plain `kprof run`: the Triton kernels go to the
 // compiled region and to the module that called it, the work run while compiling to neither,
 // and PyTorch's warning about global module hooks stays out of the program's output. Then

@@ -312,5 +312,101 @@ TEST(PyTorchRecordings, StackModeNamesTheLineOfEachOp) {
   EXPECT_GT(lines, (a.summary.kernel_ns + a.summary.memcpy_ns) * 85 / 100);
 }
 
+// Issue 34, on an H200: examples/train_mlp.py --steps 5 with ops from kprof's RecordFunction
+// observer (pytorch_observer, the default) and from PyTorch's NVTX mode (pytorch_observer_nvtx,
+// KPROF_PYTORCH_OPS=nvtx): the same ops with the same calls and the same GPU work beneath each,
+// the same modules, and every autograd node traced to its forward op from the sequence number
+// the observer keeps in its records (no ", seq = N" in any name).
+TEST(PyTorchRecordings, TheOpObserverGivesTheOpsOfNvtxMode) {
+  const auto ops_of = [](const Analysis& a) {
+    std::map<std::string, std::pair<uint64_t, uint64_t>> ops;  // op -> (calls, GPU activities)
+    for (const GroupRow& g : a.ops)
+      if (g.kernels + g.memcpys + g.memsets > 0)
+        ops[g.key] = {g.calls, g.kernels + g.memcpys + g.memsets};
+    return ops;
+  };
+  const auto modules_of = [](const kprof::Run& run) {
+    AnalysisOptions o;
+    o.by = GroupBy::Module;
+    std::map<std::string, uint64_t> m;
+    for (const GroupRow& g : Analyze(BuildTimeline(run), o).rows) m[g.key + " " + g.kind] = g.calls;
+    return m;
+  };
+  const kprof::Run observed = Load("pytorch_observer"), nvtx = Load("pytorch_observer_nvtx");
+  const ProcessTrace& p = observed.processes.at(0);
+  EXPECT_EQ(p.Meta("op_observer"), "PyTorch RecordFunction observer, torch 2.11.0+cu130");
+  size_t ranges = 0;
+  for (const Record& r : p.records) {
+    if (r.Kind() != RecordKind::Range) continue;
+    ++ranges;
+    EXPECT_EQ(p.strings.Get(r.name).find(", seq = "), std::string::npos);
+  }
+  EXPECT_EQ(std::to_string(ranges), p.Meta("op_ranges"));
+  EXPECT_EQ(p.Meta("op_ranges_dropped"), "0");
+  EXPECT_EQ(nvtx.processes.at(0).Meta("op_observer"), "");
+
+  const Analysis a = Analyze(BuildTimeline(observed)), b = Analyze(BuildTimeline(nvtx));
+  const auto ops = ops_of(a);
+  EXPECT_EQ(ops.size(), 21u);
+  EXPECT_EQ(ops, ops_of(b));
+  EXPECT_EQ(ops.at("aten::addmm"), (std::pair<uint64_t, uint64_t>{15, 20}));
+  EXPECT_EQ(ops.at("aten::mm"), (std::pair<uint64_t, uint64_t>{25, 35}));
+  EXPECT_EQ(a.unattributed_gpu_ns, 0u);
+  EXPECT_EQ(a.summary.pytorch_added, "auto:ops,modules");
+  EXPECT_EQ(modules_of(observed), modules_of(nvtx));
+  EXPECT_EQ(modules_of(observed).at("model Sequential"), 5u);
+
+  // Every numbered autograd node found the forward op that made it, as in NVTX mode.
+  const Timeline tl = BuildTimeline(observed);
+  const ProcessIndex& ix = tl.processes.at(0).index;
+  size_t nodes = 0, linked = 0;
+  for (size_t i = 0; i < ix.ranges.size(); ++i) {
+    if (ix.backward_node.empty() || ix.backward_node[i] != static_cast<int>(i)) continue;
+    if (ix.ranges[i].start->d == 0) continue;  // AccumulateGrad: no number
+    ++nodes;
+    linked += ix.creator[i] >= 0;
+  }
+  EXPECT_EQ(nodes, 60u);  // 12 numbered nodes a step
+  EXPECT_EQ(linked, nodes);
+  EXPECT_EQ(a.summary.backward_linked_ns, 1'418'738u);
+}
+
+// CUB's own NVTX ranges (domain "CCCL") open inside aten::embedding_dense_backward in the
+// backward pass of memory_train.py (tests/fixtures/gpu/memory_torch_train, H200): their kernels
+// belong to the op, which gets the GPU time PyTorch's own key_averages gives it; they are no ops
+// of their own, and stay NVTX ranges.
+TEST(PyTorchRecordings, LibraryRangesInsideAnOpBelongToIt) {
+  kprof::Run run = Load("memory_torch_train");
+  Analysis a = Analyze(BuildTimeline(run));
+  const auto ops = ByKey(a.ops);
+  // 105920 ns of its own kernels, and those of cub::DeviceRadixSort (248353 ns),
+  // cub::DeviceSelect::UniqueByKey (18143) and cub::DeviceScan::ExclusiveScan (12479) inside it.
+  ASSERT_TRUE(ops.count("aten::embedding_dense_backward"));
+  EXPECT_EQ(ops.at("aten::embedding_dense_backward")->gpu_ns, 105920u + 248353 + 18143 + 12479);
+  EXPECT_EQ(ops.at("aten::embedding_dense_backward")->calls, 4u);
+  for (const auto& [name, row] : ops) EXPECT_FALSE(name.starts_with("cub::")) << name;
+  uint64_t cub_calls = 0;
+  for (const RangeRow& r : a.ranges)
+    if (r.name.starts_with("cub::")) {
+      EXPECT_EQ(r.domain, "CCCL");
+      cub_calls += r.calls;
+    }
+  EXPECT_EQ(cub_calls, 12u);
+  // The same with ops from kprof's observer (Range records on kprof's clock) and CUB's ranges from
+  // CUPTI (markers on CUPTI's): a GPT's two embeddings, 3 steps (pytorch_observer_gpt).
+  const Analysis gpt = Analyze(BuildTimeline(Load("pytorch_observer_gpt")));
+  const auto gpt_ops = ByKey(gpt.ops);
+  ASSERT_TRUE(gpt_ops.count("aten::embedding_dense_backward"));
+  EXPECT_EQ(gpt_ops.at("aten::embedding_dense_backward")->calls, 6u);
+  EXPECT_EQ(gpt_ops.at("aten::embedding_dense_backward")->kernels, 60u);
+  for (const auto& [name, row] : gpt_ops) EXPECT_FALSE(name.starts_with("cub::")) << name;
+  // The op view still adds up to the GPU time of every kernel, copy and memset.
+  uint64_t total = 0, work = 0;
+  for (const GroupRow& o : a.ops) total += o.gpu_ns;
+  for (const Record& r : run.processes[0].records)
+    if (IsGpuActivity(r.Kind())) work += r.DurationNs();
+  EXPECT_EQ(total, work);
+}
+
 }  // namespace
 }  // namespace kprof
