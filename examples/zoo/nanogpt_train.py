@@ -9,6 +9,7 @@ only, gradient clipping at norm 1.0.
     python3 examples/zoo/nanogpt_train.py [--steps N] [--warmup W]
     python3 examples/zoo/nanogpt_train.py --compile                   # torch.compile, default mode
     python3 examples/zoo/nanogpt_train.py --compile --compile-mode reduce-overhead  # CUDA graphs
+    python3 examples/zoo/nanogpt_train.py --layers 4 --width 512 --heads 8 --batch 16  # smaller
 
 --compile-mode reduce-overhead (which implies --compile) replays the compiled forward and
 backward as CUDA graphs; each step then starts with torch.compiler.cudagraph_mark_step_begin().
@@ -31,9 +32,13 @@ ap = zoo_harness.parser(steps=100)
 ap.add_argument("--compile", action="store_true", help="torch.compile the model")
 ap.add_argument("--compile-mode", choices=("default", "reduce-overhead"), default="default",
                 help="torch.compile mode (default: default); reduce-overhead implies --compile")
+ap.add_argument("--layers", type=int, default=6, help="transformer blocks (default 6)")
+ap.add_argument("--width", type=int, default=384, help="model width d (default 384)")
+ap.add_argument("--heads", type=int, default=6, help="attention heads (default 6)")
+ap.add_argument("--batch", type=int, default=32, help="sequences per step (default 32)")
 args = ap.parse_args()
 
-N_LAYER, N_HEAD, D, BLOCK, VOCAB, BATCH = 6, 6, 384, 256, 50304, 32
+N_LAYER, N_HEAD, D, BLOCK, VOCAB, BATCH = args.layers, args.heads, args.width, 256, 50304, args.batch
 
 
 class CausalSelfAttention(nn.Module):

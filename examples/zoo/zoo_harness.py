@@ -55,9 +55,44 @@ def report(loop_s, flush=False):
     print(f"loop_s={loop_s:.4f}", flush=flush)
 
 
+def torch_profiled(measured, path):
+    """Runs measured() under torch.profiler (CPU and CUDA activities), then writes PyTorch's own
+    per-op totals (key_averages) to `path` as JSON: [{key, count, self_device_us, device_us,
+    cpu_us, device_type}] (device_type "DeviceType.CPU" for ops, "DeviceType.CUDA" for kernels). For comparing kprof with torch.profiler, in cost and in what each op gets
+    (scripts/zoo_cost.sh)."""
+    import json
+
+    import torch
+
+    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=acts) as prof:
+        result = measured()
+    rows = []
+    for e in prof.key_averages():
+        dev = getattr(e, "self_device_time_total", None)
+        if dev is None:  # PyTorch before 2.4
+            dev = getattr(e, "self_cuda_time_total", 0)
+        tot = getattr(e, "device_time_total", None)
+        if tot is None:
+            tot = getattr(e, "cuda_time_total", 0)
+        rows.append({"key": e.key, "count": e.count, "self_device_us": dev, "device_us": tot,
+                     "cpu_us": e.cpu_time_total, "device_type": str(e.device_type)})
+    with open(path, "w") as f:
+        json.dump(rows, f)
+    return result
+
+
 def run(step, args, sync=None, push=None, pop=None):
-    """warm_up, measure and report with args.warmup and args.steps; returns the loop's seconds."""
+    """warm_up, measure and report with args.warmup and args.steps; returns the loop's seconds.
+    With ZOO_TORCH_PROFILER=PATH in the environment the measured loop runs under torch.profiler,
+    which writes its per-op totals to PATH (torch_profiled)."""
+    import os
+
     warm_up(step, args.warmup)
-    loop_s = measure(step, args.steps, sync, push, pop)
+    path = os.environ.get("ZOO_TORCH_PROFILER")
+    if path:
+        loop_s = torch_profiled(lambda: measure(step, args.steps, sync, push, pop), path)
+    else:
+        loop_s = measure(step, args.steps, sync, push, pop)
     report(loop_s)
     return loop_s
