@@ -5,7 +5,7 @@
 #   address (default): ASan + UBSan, tree build-asan: builds everything but the CUDA workloads and
 #            the agent (KPROF_CPU_ONLY) and runs every CPU test (ctest -L cpu, and -L fuzz where
 #            those tests exist); never the gpu or browser labels.
-#   thread:  TSan, tree build-tsan: builds only the agent writer's thread test (with PM sampling's decoding
+#   thread:  TSan, tree build-tsan: builds only the agent writer's thread test (with the op rings and PM sampling's decoding
 #            thread, AgentPeriodicThread) and runs it.
 # Environment: KPROF_WERROR=ON for warnings as errors (CI); JOBS (default: nproc).
 set -euo pipefail
@@ -50,7 +50,7 @@ else
   cmake --build "$BUILD_DIR" -j"$JOBS" --target kprof_agent_writer_tests
   built=$(date +%s)
   # Only this binary's tests: the others were not built in this tree.
-  ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" -L cpu -R '^(AgentWriter|AgentSignals|AgentPeriodicThread)\.'
+  ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" -L cpu -R '^(AgentWriter|AgentSignals|AgentPeriodicThread|OpRings)\.'
 fi
 end=$(date +%s)
 echo "sanitize: $MODE: build $((built - start)) s, tests $((end - built)) s ($BUILD_DIR)"
