@@ -263,45 +263,48 @@ void OfferToLoadedAgent() {
 
 // ---- the Python module --------------------------------------------------------------------
 
-// install(description, user_scopes_as_nvtx) -> bool: whether user scopes are NVTX ranges.
+// install(description, ops) -> bool: whether user scopes are NVTX ranges. `ops`: observe
+// PyTorch's ops (--pytorch ops, auto, stack); without, only the layer's module ranges and mark
+// go through here (--pytorch modules).
 PyObject* Install(PyObject* /*self*/, PyObject* args) {
   const char* describe = nullptr;
-  int want_nvtx = 1;
-  if (!PyArg_ParseTuple(args, "sp", &describe, &want_nvtx)) return nullptr;
-  bool nvtx = false;
+  int ops = 1;
+  if (!PyArg_ParseTuple(args, "sp", &describe, &ops)) return nullptr;
+  static bool installed = false;  // (under g_switch_mu)
   try {
     std::lock_guard<std::mutex> lock(g_switch_mu);
-    if (g_ops == 0) {
+    if (!installed) {
+      installed = true;
       *g_describe = describe;
+      if (ops != 0) {
+        bool nvtx = false;
 #ifdef KPROF_HAVE_NVTX
-      nvtx = want_nvtx != 0;
+        nvtx = true;
 #endif
-      std::unordered_set<at::RecordScope, std::hash<at::RecordScope>> scopes;
-      for (size_t s = 0; s < static_cast<size_t>(at::RecordScope::NUM_SCOPES); ++s)
-        if (!nvtx || static_cast<at::RecordScope>(s) != at::RecordScope::USER_SCOPE)
-          scopes.insert(static_cast<at::RecordScope>(s));
-      g_ops = at::addGlobalCallback(at::RecordFunctionCallback(&OnStart, &OnEnd)
-                                        .needsInputs(false)
-                                        .needsOutputs(false)
-                                        .needsIds(false)
-                                        .scopes(scopes));
-      Apply();  // off until the agent records
+        std::unordered_set<at::RecordScope, std::hash<at::RecordScope>> scopes;
+        for (size_t s = 0; s < static_cast<size_t>(at::RecordScope::NUM_SCOPES); ++s)
+          if (!nvtx || static_cast<at::RecordScope>(s) != at::RecordScope::USER_SCOPE)
+            scopes.insert(static_cast<at::RecordScope>(s));
+        g_ops = at::addGlobalCallback(at::RecordFunctionCallback(&OnStart, &OnEnd)
+                                          .needsInputs(false)
+                                          .needsOutputs(false)
+                                          .needsIds(false)
+                                          .scopes(scopes));
+        Apply();  // off until the agent records
 #ifdef KPROF_HAVE_NVTX
-      if (nvtx)
         g_user = at::addGlobalCallback(at::RecordFunctionCallback(&OnUserStart, &OnUserEnd)
                                            .needsInputs(false)
                                            .scopes({at::RecordScope::USER_SCOPE}));
 #endif
+      }
       pthread_atfork(nullptr, nullptr, [] { g_forked = true; });
-    } else {
-      nvtx = g_user != 0;
     }
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;
   }
   OfferToLoadedAgent();
-  return PyBool_FromLong(nvtx ? 1 : 0);
+  return PyBool_FromLong(g_user != 0 ? 1 : 0);
 }
 
 // name(text) -> int: the id of a name the layer gives its ranges and marks.
@@ -368,7 +371,7 @@ PyObject* Recording(PyObject* /*self*/, PyObject* /*unused*/) {
 }
 
 PyMethodDef kMethods[] = {
-    {"install", Install, METH_VARARGS, "install(description, user_scopes_as_nvtx) -> bool"},
+    {"install", Install, METH_VARARGS, "install(description, ops) -> bool"},
     {"name", Name, METH_O, "name(text) -> int"},
     {"push", Push, METH_O, "push(id)"},
     {"pop", Pop, METH_NOARGS, "pop()"},

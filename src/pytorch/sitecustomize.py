@@ -435,7 +435,7 @@ def _load_observer(torch):
         finally:
             sys.path.remove(_HERE)
         observer = kprof_ops_build.load(torch)
-        observer.install("PyTorch RecordFunction observer, torch %s" % torch.__version__, True)
+        observer.install("PyTorch RecordFunction observer, torch %s" % torch.__version__, _OPS)
         _State.observer = observer
     except Exception as e:
         _warn("the op observer", e, "ops named through NVTX instead")
