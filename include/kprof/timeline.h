@@ -140,15 +140,13 @@ struct ProcessIndex : RangeForest {
 
   /// Per op range: the range its GPU work belongs to. Itself, but for a library's range (one in
   /// a named NVTX domain: CUB's "CCCL", NCCL's) opened inside a PyTorch op, which belongs to that
-  /// op (docs/pytorch.md "Library ranges"). Empty when no range is such.
+  /// op (docs/pytorch.md "Library ranges inside an op"). Empty when no range is such.
   std::vector<int> owner;
-  /// The range work launched on `tid` at `t` belongs to: the innermost open there, or the op a
-  /// library's range was opened in (`owner`); -1 when none is open. It hides the forest's own
-  /// InnermostAt, which is the innermost range itself.
-  int InnermostAt(uint32_t tid, uint64_t t) const {
-    const int r = RangeForest::InnermostAt(tid, t);
-    return r < 0 || owner.empty() ? r : owner[static_cast<size_t>(r)];
-  }
+  /// The range `r`'s work belongs to (`owner`); -1 for -1.
+  int Owner(int r) const { return r < 0 || owner.empty() ? r : owner[static_cast<size_t>(r)]; }
+  /// The op range work launched on `tid` at `t` belongs to: the Owner of the innermost range
+  /// open there (InnermostAt), -1 when none is open.
+  int OpRangeAt(uint32_t tid, uint64_t t) const { return Owner(InnermostAt(tid, t)); }
   /// "outer/inner" path of range `i`.
   std::string Path(int i) const;
   /// The forward op range whose autograd node runs op range `i`, or -1.

@@ -136,7 +136,7 @@ Analysis Analyze(const Timeline& tl, const AnalysisOptions& opts) {
       const auto delta = detail::DeviceMemoryDelta(r);
       if (!delta) continue;
       if (const Record* api = pass.ix.api_by_correlation.Find(r.correlation)) {
-        const int inner = pass.ix.InnermostAt(api->tid, api->start_ns);
+        const int inner = pass.ix.OpRangeAt(api->tid, api->start_ns);
         for (auto& v : views) v->Memory(pass, inner, *delta);
       }
     }

@@ -115,7 +115,7 @@ void BuildGraphIndex(const ProcessTrace& p, const ProcessIndex& index, GraphInde
     }
     if (r->flags != static_cast<uint8_t>(GraphNodeOrigin::Created)) continue;
     g.made[id] = r;
-    g.node_range[id] = r->start_ns != 0 ? index.InnermostAt(r->tid, r->start_ns) : -1;
+    g.node_range[id] = r->start_ns != 0 ? index.OpRangeAt(r->tid, r->start_ns) : -1;
   }
   // Nodes per graph, and where they were made. A node with several records (made, then cloned
   // into the same id) counts once. An executable graph's nodes are the ones cloned into it:

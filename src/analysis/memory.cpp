@@ -97,7 +97,7 @@ class Replay {
                       : OwnerOf(*e.r, map);
       if (e.r->name != 0 || LibraryCaller(CallOf(*e.r, map))) ++sourced_;
       // The range open at the mapping call, else at the call CUPTI correlated.
-      e.range = map != nullptr ? t_.index.InnermostAt(map->tid, map->start_ns)
+      e.range = map != nullptr ? t_.index.OpRangeAt(map->tid, map->start_ns)
                                : RangeOf(e.r->correlation);
     }
   }
@@ -262,7 +262,7 @@ class Replay {
   // The innermost op range open on the thread of the call with `correlation` when it began.
   int RangeOf(uint32_t correlation) const {
     const Record* api = t_.index.api_by_correlation.Find(correlation);
-    return api == nullptr ? -1 : t_.index.InnermostAt(api->tid, api->start_ns);
+    return api == nullptr ? -1 : t_.index.OpRangeAt(api->tid, api->start_ns);
   }
 
  private:
@@ -493,7 +493,7 @@ MemorySummary SummarizeMemory(const Timeline& tl, size_t top) {
       f.pinned_host = static_cast<MemKind>(r->c) == MemKind::Pinned;
       f.tid = r->tid;
       f.retried = retried[i];
-      const int range = t.index.InnermostAt(r->tid, r->start_ns);
+      const int range = t.index.OpRangeAt(r->tid, r->start_ns);
       if (range >= 0) f.range = std::string(t.index.Name(static_cast<size_t>(range)));
       MemoryState& s = f.state;
       s.pid = p.pid;

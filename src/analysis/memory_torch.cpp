@@ -330,7 +330,7 @@ std::vector<StepEndOwner> ByOp(const ProcessTimeline& t, const std::vector<StepE
     // The layer's times are whole µs, rounded down: the last ns of that µs, so that an
     // allocation in the µs an op began is the op's.
     const uint64_t at = b.t_ns > UINT64_MAX - 999 ? b.t_ns : b.t_ns + 999;
-    int r = OpenLastAt(ix, at);
+    int r = ix.Owner(OpenLastAt(ix, at));
     while (r >= 0 && OnlyAllocates(ix.Name(static_cast<size_t>(r)))) {
       const int up = ix.ranges[static_cast<size_t>(r)].parent;
       if (up < 0 || !ix.Name(static_cast<size_t>(up)).starts_with("aten::")) break;

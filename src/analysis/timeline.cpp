@@ -118,7 +118,7 @@ void Activities(const ProcessTrace& p, ProcessTimeline& t) {
     }
     if (t.act_range[i] < 0) {
       at = t.Api(*a);
-      if (at != nullptr) t.act_range[i] = t.index.InnermostAt(at->tid, at->start_ns);
+      if (at != nullptr) t.act_range[i] = t.index.OpRangeAt(at->tid, at->start_ns);
     }
     // nn.Module and source line: the one open at the launch; for a backward node's work, the
     // one open when the forward op that made the node began. Work run while torch.compile
@@ -247,7 +247,7 @@ void SetupGaps(ProcessTimeline& t) {
     if (t.StartUp(g.end_ns)) continue;  // start-up (SteadyState): not a shape's set-up
     const Record* api = t.Api(*t.acts[g.next]);
     if (api == nullptr) continue;
-    const int r = ix.InnermostAt(api->tid, g.start_ns + g.Len() / 2);
+    const int r = ix.OpRangeAt(api->tid, g.start_ns + g.Len() / 2);
     if (r < 0) continue;
     const RangeInterval& call = ix.ranges[static_cast<size_t>(r)];
     if (call.depth == 0 || api->start_ns < call.begin_ns || api->start_ns > call.end_ns) continue;
@@ -428,7 +428,7 @@ bool IsAllocApi(std::string_view n) {
 }
 
 std::string ProcessTimeline::OpAt(uint32_t tid, uint64_t t) const {
-  int i = index.InnermostAt(tid, t);
+  int i = index.OpRangeAt(tid, t);
   return i < 0 ? "(no range)" : std::string(index.Name(static_cast<size_t>(i)));
 }
 

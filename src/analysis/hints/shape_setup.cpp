@@ -29,7 +29,7 @@ std::optional<Hint> ShapeSetup(const RuleContext& c) {
       ++gaps;
       // The op call it lies in, found as the timeline found it (SetupGaps).
       const Record* api = p.Api(*p.acts[g.next]);
-      const int r = api ? p.index.InnermostAt(api->tid, g.start_ns + g.Len() / 2) : -1;
+      const int r = api ? p.index.OpRangeAt(api->tid, g.start_ns + g.Len() / 2) : -1;
       if (r < 0) continue;
       Op& op = here[p.index.Name(static_cast<size_t>(r))];
       op.setup_calls.insert(r);
