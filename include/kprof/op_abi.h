@@ -5,7 +5,8 @@
 // against the torch the program imported, from a copy of this header next to its source, so this
 // file includes nothing of kprof's and keeps a plain layout: bump kKprofOpAbi on any change.
 //
-// One ring per thread, one writer (the thread) and one reader (the agent's writer thread):
+// One ring per thread, one writer (the thread: kprof_op_publish) and one reader (the agent's
+// writer thread):
 //   thread:  h = head (relaxed); if h - tail >= capacity: dropped++ and skip; events[h & mask]
 //            = e; head = h + 1 (release)
 //   agent:   h = head (acquire); read events[tail .. h); tail = h (release)
@@ -28,12 +29,16 @@ enum KprofOpKind : uint8_t {
   kKprofOpMark = 4,      ///< an instant of kprof's own layer ("kprof.pytorch:...")
 };
 
+/// kprof_op_observer::enable's argument: recording stops for good, the process ending. The
+/// observer stops without calling into PyTorch, whose thread-local state exit may have destroyed.
+inline constexpr int kKprofOpEnd = 2;
+
 /// One completed range on the ring's thread (32 bytes).
 struct kprof_op_event {
   uint64_t begin_ns;
   uint64_t end_ns;
   uint32_t name;   ///< the observer's id of its name (kprof_op_agent::define_name)
-  int32_t seq;     ///< autograd's sequence number (RecordFunction::seqNr), -1 for none
+  uint32_t seq1;   ///< autograd's sequence number (RecordFunction::seqNr) + 1, 0 for none
   uint16_t depth;  ///< the observer's ranges open around it on its thread when it began
   uint8_t kind;    ///< KprofOpKind
   uint8_t reserved;
@@ -50,6 +55,27 @@ struct kprof_op_ring {
   alignas(64) std::atomic<uint64_t> tail;  ///< events taken (the agent)
   std::atomic<uint64_t> dropped;           ///< events the thread found no room for
 };
+
+/// Whether `ring` has room for one more event, as its thread sees it: `tail_seen` is the thread's
+/// copy of the tail, read again only when the ring looks full.
+inline bool kprof_op_room(kprof_op_ring* ring, uint64_t* tail_seen) {
+  const uint64_t h = ring->head.load(std::memory_order_relaxed);
+  if (h - *tail_seen < ring->capacity) return true;
+  *tail_seen = ring->tail.load(std::memory_order_acquire);
+  return h - *tail_seen < ring->capacity;
+}
+
+/// Publishes `e` on `ring` (its own thread only); false, counted as dropped, when it is full.
+inline bool kprof_op_publish(kprof_op_ring* ring, const kprof_op_event& e, uint64_t* tail_seen) {
+  if (!kprof_op_room(ring, tail_seen)) {
+    ring->dropped.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  const uint64_t h = ring->head.load(std::memory_order_relaxed);
+  ring->events[h & (ring->capacity - 1)] = e;
+  ring->head.store(h + 1, std::memory_order_release);
+  return true;
+}
 
 struct kprof_op_observer;
 
@@ -71,7 +97,8 @@ struct kprof_op_observer {
   uint32_t abi;  ///< kKprofOpAbi
   /// Binds it to the agent (before any enable): its rings and names come from there.
   void (*bind)(const kprof_op_agent* agent);
-  /// Recording starts (1) or stops (0); called from any thread, never concurrently.
+  /// Recording starts (1) or stops (0, or kKprofOpEnd at the process's end); called from any
+  /// thread, never concurrently.
   void (*enable)(int on);
   /// A line naming it, for the run's meta ("PyTorch RecordFunction observer, torch 2.11.0").
   const char* (*describe)();

@@ -25,6 +25,10 @@ inline bool IsCommKernelName(std::string_view n) {
          n.find("ncclSymDevKernel") != std::string_view::npos;
 }
 
+/// The domain of PyTorch's ops and autograd nodes in Range records: PyTorch's own trace category
+/// for them, which kprof's op observer uses too (format 1.7).
+inline constexpr std::string_view kCpuOpDomain = "cpu_op";
+
 /// File magic: the first 8 bytes of every kprof run file.
 inline constexpr char kFileMagic[8] = {'K', 'P', 'R', 'O', 'F', 'R', 'U', 'N'};
 /// Major version: a reader refuses files with a larger major version.

@@ -58,11 +58,6 @@ std::string FirstEnv(std::initializer_list<const char*> names) {
 
 uint32_t OsThreadId() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
 
-uint64_t CuptiNow() {
-  uint64_t t = 0;
-  return cuptiGetTimestamp(&t) == CUPTI_SUCCESS ? t : 0;
-}
-
 }  // namespace
 
 Agent& A() {
@@ -337,7 +332,7 @@ int Initialize() {
   // from now on, or with each window (capture.cpp switches it).
   ops::FindObserver();
   if (!windows) {
-    ops::TakeClockOffset(&CuptiNow);
+    ops::TakeClockOffset(&CuptiTimestamp);
     ops::SetRecording(true);
   }
   return 1;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "agent/cupti_setup.h"
+#include "agent/thread_id.h"
 #include "kprof/agent_config.h"
 #include "kprof/record.h"
 #include "kprof/trace.h"
@@ -139,11 +140,6 @@ Agent& A();
 /// The diagnosis and measurement knobs (kprof/agent_config.h), read from the environment once
 /// (knobs.cpp).
 const DiagnosticKnobs& Knobs();
-
-/// The thread id CUPTI writes into marker and API records by default (pthread_self, truncated
-/// to 32 bits): records the agent makes itself on a thread (graph nodes, capture windows) must
-/// match the NVTX records of the same thread.
-inline uint32_t CuptiThreadId() { return static_cast<uint32_t>(pthread_self()); }
 
 // writer.cpp
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);

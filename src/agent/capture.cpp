@@ -107,11 +107,7 @@ State& S() {
   return *s;
 }
 
-uint64_t Now() {
-  uint64_t ts = 0;
-  cuptiGetTimestamp(&ts);  // a failure leaves 0: the window's record is then unplaced
-  return ts;
-}
+uint64_t Now() { return CuptiTimestamp(); }  // 0 on a failure: the window's record is unplaced
 
 // Brings what CUPTI records in line with what the windows want, unless a context is being made
 // (then the context call's return does it) or, for switching off, none exists yet (then the first
@@ -162,7 +158,7 @@ void Open(State& s, CaptureTrigger trigger, std::string by) {
   const int apis = Sync(s);
   GraphWindowOpened(s.opened_ns, s.windows + 1);
   g_window_open = true;
-  ops::TakeClockOffset(&Now);  // the op observer's times, onto CUPTI's clock
+  ops::TakeClockOffset(&CuptiTimestamp);  // the op observer's times, onto CUPTI's clock
   ops::SetRecording(true);
   if (g_debug)
     std::fprintf(stderr, "kprof capture: window %llu opened by %s: %s in %.1f us\n",

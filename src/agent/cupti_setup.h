@@ -46,6 +46,12 @@ bool CheckCupti(CUptiResult r, const char* call, const char* doing, const char* 
 void LogFailureOnce(const char* call, const char* doing, const char* message, int code,
                     const char* file, int line);
 
+/// CUPTI's clock (cuptiGetTimestamp), 0 when it gives nothing.
+inline uint64_t CuptiTimestamp() {
+  uint64_t t = 0;
+  return cuptiGetTimestamp(&t) == CUPTI_SUCCESS ? t : 0;
+}
+
 /// Sets activity attributes (device buffer size, zeroed buffers). Call before enabling kinds.
 /// `zeroed_buffers`: the client promises buffers handed to CUPTI are zero-filled;
 /// `device_buffer_mb`: CUPTI's device buffer in MiB (0: kprof's default, 4).

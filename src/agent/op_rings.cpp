@@ -2,8 +2,6 @@
 #include "agent/op_rings.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
-#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -12,6 +10,9 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "agent/thread_id.h"
+#include "kprof/on_demand.h"
 
 namespace kprof::agent::ops {
 namespace {
@@ -24,18 +25,20 @@ struct Ring {
 // Leaked on purpose, like the agent's state (they must outlive static destructors that run at
 // exit). Three locks: the program's threads take the first two, alone (at a thread's first event,
 // at a new name); the third is held while the observer is bound (which defines its names: the
-// second inside the third, never the reverse) and switched (which takes PyTorch's own lock of
-// its callbacks), never by a thread inside an op.
+// second inside the third, never the reverse) and switched (which takes the observer's lock and
+// PyTorch's own lock of its callbacks). A thread inside an op can take the third: a user scope's
+// NVTX push that opens a --capture nvtx:NAME window switches the observer from its callback; no
+// op path holds the third or the observer's lock before, so no cycle.
 std::mutex& g_rings_mu = *new std::mutex();  // g_rings
 std::vector<Ring>& g_rings = *new std::vector<Ring>();
 std::mutex& g_names_mu = *new std::mutex();  // g_new_names
 std::vector<std::pair<uint32_t, std::string>>& g_new_names =
     *new std::vector<std::pair<uint32_t, std::string>>();
-std::mutex& g_mu = *new std::mutex();  // the observer, g_recording, g_described, g_offset_set
+std::mutex& g_mu = *new std::mutex();  // the observer, g_recording, g_ended, g_offset_set
 const kprof_op_observer* g_observer = nullptr;
-std::string& g_described = *new std::string();
 uint32_t g_refused_abi = 0;  // an observer of another ABI offered itself
 bool g_recording = false;
+bool g_ended = false;  // EndRecording: nothing switches the observer again
 std::atomic<bool> g_active{false};
 std::atomic<int64_t> g_offset{0};
 std::atomic<uint64_t> g_offset_spread{0};
@@ -45,12 +48,6 @@ bool g_offset_set = false;  // (under g_mu)
 std::vector<uint32_t>& g_file_ids = *new std::vector<uint32_t>();  // observer id -> string id
 uint32_t g_domains[3] = {0, 0, 0};                                 // cpu_op, user_annotation, kprof
 uint64_t g_written = 0, g_dropped = 0, g_unnamed = 0;
-
-uint64_t WallNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 kprof_op_ring* ThreadRing() {
   auto* r = new (std::nothrow) kprof_op_ring();
@@ -62,8 +59,7 @@ kprof_op_ring* ThreadRing() {
     return nullptr;
   }
   r->capacity = kRingEvents;
-  // The id CUPTI writes into API records of this thread (agent.h CuptiThreadId).
-  r->tid = static_cast<uint32_t>(pthread_self());
+  r->tid = CuptiThreadId();  // as CUPTI names this thread in its API records
   std::lock_guard<std::mutex> lock(g_rings_mu);
   g_rings.push_back({r, false});
   g_active = true;
@@ -93,13 +89,9 @@ void ObserverReady(const kprof_op_observer* observer) {
     g_refused_abi = observer->abi;
     return;
   }
-  if (g_observer == observer) return;
+  if (g_observer == observer || g_ended) return;
   g_observer = observer;
   observer->bind(&kTable);
-  if (observer->describe != nullptr) {
-    const char* d = observer->describe();
-    g_described = d != nullptr ? d : "";
-  }
   if (g_recording) observer->enable(1);
 }
 
@@ -107,7 +99,7 @@ uint32_t Domain(uint8_t kind, const std::function<uint32_t(std::string_view)>& i
   // PyTorch's own trace categories for its ops and user scopes (chrome-trace.md), so that kprof's
   // Chrome traces show them as PyTorch's profiler does; kprof's layer in its own.
   const int slot = kind == kKprofOp || kind == kKprofOpBackward ? 0 : kind == kKprofOpUser ? 1 : 2;
-  static constexpr std::string_view kNames[3] = {"cpu_op", "user_annotation", "kprof"};
+  static constexpr std::string_view kNames[3] = {kCpuOpDomain, "user_annotation", "kprof"};
   if (g_domains[slot] == 0) g_domains[slot] = intern(kNames[slot]);
   return g_domains[slot];
 }
@@ -128,9 +120,17 @@ const kprof_op_agent* Table() { return &kTable; }
 
 void SetRecording(bool on) {
   std::lock_guard<std::mutex> lock(g_mu);
-  if (g_recording == on) return;
+  if (g_ended || g_recording == on) return;
   g_recording = on;
   if (g_observer != nullptr) g_observer->enable(on ? 1 : 0);
+}
+
+void EndRecording() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_ended) return;
+  g_ended = true;
+  g_recording = false;
+  if (g_observer != nullptr) g_observer->enable(kKprofOpEnd);
 }
 
 void SetClockOffset(int64_t ns, uint64_t spread_ns) {
@@ -144,9 +144,9 @@ bool TakeClockOffset(uint64_t (*cupti_now)()) {
   int64_t best = 0;
   uint64_t best_spread = std::numeric_limits<uint64_t>::max();
   for (int i = 0; i < 7; ++i) {
-    const uint64_t w0 = WallNs();
+    const uint64_t w0 = ondemand::WallNs();  // CLOCK_REALTIME, the observer's clock
     const uint64_t c = cupti_now();
-    const uint64_t w1 = WallNs();
+    const uint64_t w1 = ondemand::WallNs();
     if (c == 0 || w1 < w0 || w1 - w0 >= best_spread) continue;
     best_spread = w1 - w0;
     best = static_cast<int64_t>(c) - static_cast<int64_t>(w0 + (w1 - w0) / 2);
@@ -206,7 +206,7 @@ size_t Drain(const std::function<uint32_t(std::string_view)>& intern, std::vecto
       r.tid = ring->tid;
       r.b = Domain(e.kind, intern);
       r.c = static_cast<uint32_t>(e.depth) + 1;
-      r.d = e.seq >= 0 ? static_cast<uint32_t>(e.seq) + 1 : 0;
+      r.d = e.seq1;
       out.push_back(r);
     }
     ring->tail.store(t, std::memory_order_release);
@@ -227,13 +227,18 @@ size_t Drain(const std::function<uint32_t(std::string_view)>& intern, std::vecto
 
 std::vector<std::pair<std::string, std::string>> Meta() {
   std::vector<std::pair<std::string, std::string>> m;
-  uint64_t dropped = g_dropped;
+  uint64_t dropped = 0;
   {
     std::lock_guard<std::mutex> lock(g_rings_mu);
+    dropped = g_dropped;
     for (const Ring& r : g_rings) dropped += r.ring->dropped.load(std::memory_order_relaxed);
   }
   std::lock_guard<std::mutex> lock(g_mu);
-  if (g_observer != nullptr) m.emplace_back("op_observer", g_described);
+  // Asked now rather than when it bound: it may bind before the layer has told it its torch.
+  if (g_observer != nullptr) {
+    const char* d = g_observer->describe != nullptr ? g_observer->describe() : nullptr;
+    m.emplace_back("op_observer", d != nullptr ? d : "");
+  }
   if (g_refused_abi != 0)
     m.emplace_back("op_observer_refused", "an op observer of ABI " + std::to_string(g_refused_abi) +
                                               " (the agent's: " + std::to_string(kKprofOpAbi) +
@@ -259,9 +264,9 @@ void ResetForTest() {
   g_rings.clear();
   g_new_names.clear();
   g_observer = nullptr;
-  g_described.clear();
   g_refused_abi = 0;
   g_recording = false;
+  g_ended = false;
   g_active = false;
   g_offset = 0;
   g_offset_spread = 0;

@@ -25,9 +25,12 @@ inline constexpr int kDrainMs = 50;
 /// The table kprof_op_agent_v1 returns (also to tests).
 const kprof_op_agent* Table();
 
-/// Recording starts or stops (the agent's start, each capture window, the end): the observer,
-/// once there, is enabled while it records.
+/// Recording starts or stops (the agent's start, each capture window): the observer, once there,
+/// is enabled while it records.
 void SetRecording(bool on);
+/// Recording stops for good (the agent's end, at exit or on a signal): the observer is told
+/// kKprofOpEnd and stops without calling into PyTorch.
+void EndRecording();
 /// CUPTI's clock less CLOCK_REALTIME, added to every event's times, and the bracket it was
 /// measured in (MeasureClockOffset), for the meta.
 void SetClockOffset(int64_t ns, uint64_t spread_ns);
@@ -38,14 +41,15 @@ bool TakeClockOffset(uint64_t (*cupti_now)());
 /// Looks for an observer loaded before the agent (its exported kprof_op_observer_v1).
 void FindObserver();
 
-/// Whether any thread has a ring (the writer then wakes every kDrainMs to take their events).
+/// Whether any thread has a ring (the writer, which wakes every kDrainMs, has work).
 bool Active();
 /// The writer thread (one at a time): every ring's events since the last call, as Range records
 /// (kprof's format, docs/format.md) appended to `out`, their names interned with `intern` first.
 /// Rings of ended threads are freed once emptied. Returns the number of records appended.
 size_t Drain(const std::function<uint32_t(std::string_view)>& intern, std::vector<Record>& out);
 /// What the end writes to the meta: ranges written and dropped, and the observer's description
-/// (empty when no observer ever bound).
+/// (empty when no observer ever bound). After the writer thread has stopped (it reads the
+/// writer's counts).
 std::vector<std::pair<std::string, std::string>> Meta();
 
 /// Tests: forget every ring, name and observer.

@@ -112,7 +112,7 @@ void OwnLibraryRanges(ProcessIndex& ix) {
   const ProcessTrace& p = *ix.process;
   uint32_t cpu_op = 0;  // the string id of PyTorch's op domain, when the process has one
   for (uint32_t id = 1; id < p.strings.size() && cpu_op == 0; ++id)
-    if (p.strings.Get(id) == "cpu_op") cpu_op = id;
+    if (p.strings.Get(id) == kCpuOpDomain) cpu_op = id;
   const auto library = [&](size_t i) {
     const Record& r = *ix.ranges[i].start;
     return r.Kind() == RecordKind::MarkerStart && r.b != 0;

@@ -7,9 +7,9 @@
 // (kprof_op_abi.h, a copy of include/kprof/op_abi.h), which kprof's agent turns into a Range
 // record: the op's name as PyTorch has it (no NVTX string is formatted, none goes through CUPTI)
 // and autograd's sequence number in a field. User scopes (torch.profiler.record_function,
-// Inductor's kernels) stay NVTX ranges when NVTX's headers were found, so that --capture
-// nvtx:NAME still opens on them; else they are events too. nn.Module calls come from the layer's
-// hooks through push() and pop().
+// torch.compile's compile phases) stay NVTX ranges when NVTX's headers were found, so that
+// --capture nvtx:NAME still opens on them; else they are events too. nn.Module calls come from the
+// layer's hooks through push() and pop().
 //
 // The observer records only while the agent does (it enables it: at its start, at each capture
 // window), so outside a window it costs the program nothing but PyTorch's check for callbacks.
@@ -46,10 +46,19 @@ namespace {
 std::atomic<const kprof_op_agent*> g_agent{nullptr};
 std::atomic<bool> g_on{false};     // the agent records
 std::atomic<bool> g_probe{false};  // the layer times the observer: events go nowhere
-bool g_forked = false;             // a child forked from this process: it never records
-std::mutex g_switch_mu;            // the callbacks' switching (Enable, Probe)
-at::CallbackHandle g_ops = 0;      // ops, autograd nodes (and user scopes without NVTX)
-at::CallbackHandle g_user = 0;     // user scopes as NVTX ranges (with NVTX)
+// A child forked (without exec) from a process whose agent was bound: the agent's threads and
+// rings are the parent's, so it never records. (A child of a process with no agent yet gets its
+// own when it starts CUDA, and records.)
+bool g_forked = false;
+// The agent said the process ends (kKprofOpEnd): nothing more is recorded, and PyTorch, whose
+// thread-local state exit may have destroyed, is not called again.
+std::atomic<bool> g_ended{false};
+// This thread's Thread has been destroyed (exit runs thread-local destructors before atexit
+// handlers; ops may still run after): trivially destructible, so safe to read then.
+thread_local bool t_gone = false;
+std::mutex g_switch_mu;         // the callbacks' switching (Enable, Probe)
+at::CallbackHandle g_ops = 0;   // ops, autograd nodes (and user scopes without NVTX)
+at::CallbackHandle g_user = 0;  // user scopes as NVTX ranges (with NVTX)
 std::string* g_describe = new std::string("PyTorch RecordFunction observer");
 
 uint64_t Now() {
@@ -69,7 +78,7 @@ std::deque<std::string>& g_texts = *new std::deque<std::string>();
 NameMap& g_names = *new NameMap();
 uint32_t g_next_name = 1;
 
-// The id of `s`, and the text it is kept as.
+// The id of `s`, and the text it is kept as (NUL-terminated).
 std::pair<uint32_t, std::string_view> GlobalName(std::string_view s) {
   std::lock_guard<std::mutex> lock(g_names_mu);
   auto it = g_names.find(s);
@@ -89,7 +98,7 @@ struct Open {
   const void* fn;  // the RecordFunction (its address: one live object each), null for modules
   uint64_t begin;
   uint32_t name;
-  int32_t seq;
+  uint32_t seq1;
   uint16_t depth;
   uint8_t kind;
   bool recording;  // a module range pushed while recording (else only kept for its pop)
@@ -117,25 +126,25 @@ struct Thread {
     modules.reserve(32);
   }
   ~Thread() {
+    t_gone = true;
     if (ring == nullptr) return;
     if (const kprof_op_agent* a = g_agent.load(std::memory_order_acquire)) a->thread_done(ring);
     ring = nullptr;
   }
   uint16_t Depth() const { return static_cast<uint16_t>(open.size() + modules.size()); }
-  uint32_t Name(std::string_view s) {
+  // The id of `s` (this thread's copy first), and the kept text.
+  std::pair<uint32_t, std::string_view> Name(std::string_view s) {
     auto it = names.find(s);
-    if (it != names.end()) return it->second;
-    const auto [id, kept] = GlobalName(s);
-    names.emplace(kept, id);
-    return id;
+    if (it != names.end()) return {it->second, it->first};
+    const auto found = GlobalName(s);
+    names.emplace(found.second, found.first);
+    return found;
   }
   uint32_t Name(const char* s) {
     Recent& r = recent[(reinterpret_cast<uintptr_t>(s) >> 4) & 255];
     if (r.at == s && std::strcmp(r.text, s) == 0) return r.id;
-    const std::string_view text(s);
-    auto it = names.find(text);
-    const uint32_t id = it != names.end() ? it->second : Name(text);
-    r = {s, names.find(text)->first.data(), id};
+    const auto [id, kept] = Name(std::string_view(s));
+    r = {s, kept.data(), id};
     return id;
   }
   void Emit(const kprof_op_event& e) {
@@ -153,16 +162,7 @@ struct Thread {
         return;
       }
     }
-    const uint64_t h = r->head.load(std::memory_order_relaxed);
-    if (h - tail_seen >= r->capacity) {
-      tail_seen = r->tail.load(std::memory_order_acquire);
-      if (h - tail_seen >= r->capacity) {
-        r->dropped.fetch_add(1, std::memory_order_relaxed);
-        return;
-      }
-    }
-    r->events[h & (r->capacity - 1)] = e;
-    r->head.store(h + 1, std::memory_order_release);
+    kprof_op_publish(r, e, &tail_seen);
   }
 };
 
@@ -181,18 +181,26 @@ uint8_t KindOf(at::RecordScope scope) {
   }
 }
 
+// Nothing is recorded (or touched) on this thread now.
+bool Off() { return t_gone || g_forked || g_ended.load(std::memory_order_relaxed); }
+
+// Autograd's sequence number + 1 (0: none), as the ring carries it.
+uint32_t Seq1(int64_t seq) {
+  return seq < 0 || seq >= int64_t{UINT32_MAX} ? 0 : static_cast<uint32_t>(seq) + 1;
+}
+
 std::unique_ptr<at::ObserverContext> OnStart(const at::RecordFunction& fn) {
-  if (g_forked) return nullptr;
+  if (Off()) return nullptr;
   Thread& t = t_thread;
   const char* name = fn.name();
   const uint16_t depth = t.Depth();
   t.open.push_back({&fn, Now(), t.Name(name != nullptr ? name : static_cast<const char*>("")),
-                    static_cast<int32_t>(fn.seqNr()), depth, KindOf(fn.scope()), true});
+                    Seq1(fn.seqNr()), depth, KindOf(fn.scope()), true});
   return nullptr;
 }
 
 void OnEnd(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
-  if (g_forked) return;
+  if (t_gone || g_forked) return;  // (after the end, ranges begun before still end)
   const uint64_t now = Now();
   Thread& t = t_thread;
   // Mostly the last one; a RecordFunction may end out of order (async scopes).
@@ -200,7 +208,7 @@ void OnEnd(const at::RecordFunction& fn, at::ObserverContext* /*unused*/) {
     if (t.open[i].fn != &fn) continue;
     const Open o = t.open[i];
     t.open.erase(t.open.begin() + static_cast<std::ptrdiff_t>(i));
-    t.Emit({o.begin, now, o.name, o.seq, o.depth, o.kind, 0, 0});
+    t.Emit({o.begin, now, o.name, o.seq1, o.depth, o.kind, 0, 0});
     return;
   }
 }
@@ -237,6 +245,11 @@ void Bind(const kprof_op_agent* agent) {
 }
 
 void Enable(int on) {
+  if (on == kKprofOpEnd) {  // the process ends: only the flags (Off), no call into PyTorch
+    g_ended = true;
+    g_on = false;
+    return;
+  }
   std::lock_guard<std::mutex> lock(g_switch_mu);
   g_on = on != 0;
   Apply();
@@ -297,7 +310,21 @@ PyObject* Install(PyObject* /*self*/, PyObject* args) {
                                            .scopes({at::RecordScope::USER_SCOPE}));
 #endif
       }
-      pthread_atfork(nullptr, nullptr, [] { g_forked = true; });
+      // Held across fork, so that a child finds them free (another thread could hold them).
+      pthread_atfork(
+          [] {
+            g_switch_mu.lock();
+            g_names_mu.lock();
+          },
+          [] {
+            g_names_mu.unlock();
+            g_switch_mu.unlock();
+          },
+          [] {
+            g_names_mu.unlock();
+            g_switch_mu.unlock();
+            if (g_agent.load() != nullptr) g_forked = true;
+          });
     }
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
@@ -309,6 +336,7 @@ PyObject* Install(PyObject* /*self*/, PyObject* args) {
 
 // name(text) -> int: the id of a name the layer gives its ranges and marks.
 PyObject* Name(PyObject* /*self*/, PyObject* text) {
+  if (g_forked) return PyLong_FromLong(0);  // (an id a forked child never records)
   Py_ssize_t n = 0;
   const char* s = PyUnicode_AsUTF8AndSize(text, &n);
   if (s == nullptr) return nullptr;
@@ -326,31 +354,31 @@ uint32_t IdOf(PyObject* id) {
 
 // push(id): a module range begins on this thread (every push has its pop).
 PyObject* Push(PyObject* /*self*/, PyObject* id) {
-  if (g_forked) Py_RETURN_NONE;
+  if (t_gone || g_forked) Py_RETURN_NONE;
   Thread& t = t_thread;
   const bool on = g_on.load(std::memory_order_relaxed) || g_probe.load(std::memory_order_relaxed);
   const uint16_t depth = t.Depth();
-  t.modules.push_back({nullptr, on ? Now() : 0, on ? IdOf(id) : 0, -1, depth, kKprofOpModule, on});
+  t.modules.push_back({nullptr, on ? Now() : 0, on ? IdOf(id) : 0, 0, depth, kKprofOpModule, on});
   Py_RETURN_NONE;
 }
 
 // pop(): the last module range of this thread ends.
 PyObject* Pop(PyObject* /*self*/, PyObject* /*unused*/) {
-  if (g_forked) Py_RETURN_NONE;
+  if (t_gone || g_forked) Py_RETURN_NONE;
   Thread& t = t_thread;
   if (t.modules.empty()) Py_RETURN_NONE;
   const Open o = t.modules.back();
   t.modules.pop_back();
-  if (o.recording) t.Emit({o.begin, Now(), o.name, -1, o.depth, kKprofOpModule, 0, 0});
+  if (o.recording) t.Emit({o.begin, Now(), o.name, 0, o.depth, kKprofOpModule, 0, 0});
   Py_RETURN_NONE;
 }
 
 // mark(id): an instant of the layer's (what it added), while recording.
 PyObject* Mark(PyObject* /*self*/, PyObject* id) {
-  if (g_forked || !g_on.load(std::memory_order_relaxed)) Py_RETURN_NONE;
+  if (Off() || !g_on.load(std::memory_order_relaxed)) Py_RETURN_NONE;
   Thread& t = t_thread;
   const uint64_t now = Now();
-  t.Emit({now, now, IdOf(id), -1, t.Depth(), kKprofOpMark, 0, 0});
+  t.Emit({now, now, IdOf(id), 0, t.Depth(), kKprofOpMark, 0, 0});
   Py_RETURN_NONE;
 }
 
@@ -370,15 +398,14 @@ PyObject* Recording(PyObject* /*self*/, PyObject* /*unused*/) {
   return PyBool_FromLong(g_on.load() ? 1 : 0);
 }
 
-PyMethodDef kMethods[] = {
-    {"install", Install, METH_VARARGS, "install(description, ops) -> bool"},
-    {"name", Name, METH_O, "name(text) -> int"},
-    {"push", Push, METH_O, "push(id)"},
-    {"pop", Pop, METH_NOARGS, "pop()"},
-    {"mark", Mark, METH_O, "mark(id)"},
-    {"probe", Probe, METH_O, "probe(on)"},
-    {"recording", Recording, METH_NOARGS, "recording() -> bool"},
-    {nullptr, nullptr, 0, nullptr}};
+PyMethodDef kMethods[] = {{"install", Install, METH_VARARGS, "install(description, ops) -> bool"},
+                          {"name", Name, METH_O, "name(text) -> int"},
+                          {"push", Push, METH_O, "push(id)"},
+                          {"pop", Pop, METH_NOARGS, "pop()"},
+                          {"mark", Mark, METH_O, "mark(id)"},
+                          {"probe", Probe, METH_O, "probe(on)"},
+                          {"recording", Recording, METH_NOARGS, "recording() -> bool"},
+                          {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
                        "_kprof_ops",

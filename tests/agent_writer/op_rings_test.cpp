@@ -21,7 +21,6 @@
 #include "gtest/gtest.h"
 #include "kprof/op_abi.h"
 #include "kprof/record.h"
-#include "op_events.h"
 
 namespace {
 
@@ -41,7 +40,13 @@ struct Strings {
   }
 };
 
-using kprof::test::Publish;
+// Publishes as the observer does (kprof_op_publish); `waits`: until the writer has made room.
+bool Publish(kprof_op_ring* ring, const kprof_op_event& e, bool waits = false) {
+  thread_local uint64_t seen = 0;
+  if (waits)
+    while (!kprof_op_room(ring, &seen)) std::this_thread::yield();
+  return kprof_op_publish(ring, e, &seen);
+}
 
 size_t DrainInto(Strings& strings, std::vector<Record>& out) {
   return ops::Drain([&](std::string_view s) { return strings.Intern(s); }, out);
@@ -82,9 +87,9 @@ TEST_F(OpRings, EventsOfManyThreadsAreTakenOnceEachWithTheirNamesWhileTheyRun) {
           agent->define_name(name, text.data(), static_cast<uint32_t>(text.size()));
         }
         const uint64_t begin = 1'000'000ull * static_cast<uint64_t>(t + 1) + 2 * i;
-        const kprof_op_event e{begin,           begin + 1, name, static_cast<int32_t>(i % 7) - 1,
-                               uint16_t(i % 3), kKprofOp,  0,    0};
-        while (!Publish(ring, e, true)) std::this_thread::yield();  // full: wait for the writer
+        const uint32_t seq1 = i % 7;  // sequence number + 1 (0: none)
+        const kprof_op_event e{begin, begin + 1, name, seq1, uint16_t(i % 3), kKprofOp, 0, 0};
+        Publish(ring, e, true);  // (full: waits for the writer)
       }
       agent->thread_done(ring);
       --running;
@@ -111,8 +116,7 @@ TEST_F(OpRings, EventsOfManyThreadsAreTakenOnceEachWithTheirNamesWhileTheyRun) {
     EXPECT_EQ(strings.texts.at(r.name), "op" + std::to_string(t) + "." + std::to_string(i / 1000));
     EXPECT_EQ(strings.texts.at(r.b), "cpu_op");
     EXPECT_EQ(r.c, i % 3 + 1);  // depth + 1
-    const int32_t seq = static_cast<int32_t>(i % 7) - 1;
-    EXPECT_EQ(r.d, seq < 0 ? 0u : static_cast<uint32_t>(seq) + 1);
+    EXPECT_EQ(r.d, i % 7);
   }
   EXPECT_EQ(MetaOf("op_ranges"), std::to_string(kThreads * kPerThread));
   EXPECT_EQ(MetaOf("op_ranges_dropped"), "0");
@@ -127,7 +131,7 @@ TEST_F(OpRings, AFullRingDropsAndCountsAndTheKindsGoToTheirDomains) {
   const uint8_t kinds[] = {kKprofOp, kKprofOpBackward, kKprofOpUser, kKprofOpModule, kKprofOpMark};
   uint64_t published = 0;
   for (uint32_t i = 0; i < ops::kRingEvents + 10; ++i)
-    published += Publish(ring, {i + 1u, i + 1u, 1, -1, 0, kinds[i % 5], 0, 0});
+    published += Publish(ring, {i + 1u, i + 1u, 1, 0, 0, kinds[i % 5], 0, 0});
   EXPECT_EQ(published, ops::kRingEvents);
   Strings strings;
   std::vector<Record> out;
@@ -139,7 +143,7 @@ TEST_F(OpRings, AFullRingDropsAndCountsAndTheKindsGoToTheirDomains) {
     EXPECT_EQ(strings.texts.at(out[i].b), domains[i]);
   }
   // Room again once taken.
-  EXPECT_TRUE(Publish(ring, {1, 2, 1, -1, 0, kKprofOp, 0, 0}));
+  EXPECT_TRUE(Publish(ring, {1, 2, 1, 0, 0, kKprofOp, 0, 0}));
   EXPECT_EQ(DrainInto(strings, out), 1u);
 }
 
@@ -148,9 +152,9 @@ TEST_F(OpRings, TimesMoveOntoCuptisClockAndAnEndBeforeItsBeginIsHeld) {
   const kprof_op_agent* agent = ops::Table();
   kprof_op_ring* ring = agent->thread_ring();
   agent->define_name(7, "aten::mm", 8);
-  ASSERT_TRUE(Publish(ring, {10'000, 10'900, 7, 3, 0, kKprofOp, 0, 0}));
-  ASSERT_TRUE(Publish(ring, {20'000, 19'000, 7, -1, 0, kKprofOp, 0, 0}));  // clock stepped back
-  ASSERT_TRUE(Publish(ring, {100, 200, 8, -1, 0, kKprofOp, 0, 0}));        // never defined
+  ASSERT_TRUE(Publish(ring, {10'000, 10'900, 7, 4, 0, kKprofOp, 0, 0}));  // sequence number 3
+  ASSERT_TRUE(Publish(ring, {20'000, 19'000, 7, 0, 0, kKprofOp, 0, 0}));  // clock stepped back
+  ASSERT_TRUE(Publish(ring, {100, 200, 8, 0, 0, kKprofOp, 0, 0}));        // never defined
   Strings strings;
   std::vector<Record> out;
   ASSERT_EQ(DrainInto(strings, out), 3u);

@@ -31,7 +31,6 @@
 #include "agent/op_rings.h"
 #include "gtest/gtest.h"
 #include "kprof/trace.h"
-#include "op_events.h"
 #include "test_util.h"
 
 namespace {
@@ -251,18 +250,20 @@ TEST_F(AgentWriter, OpRangesReachTheFileWithTheirNamesBesideCuptisRecords) {
   const kprof_op_agent* agent = kprof::agent::ops::Table();
   std::thread observer([&] {
     kprof_op_ring* ring = agent->thread_ring();
+    uint64_t seen = 0;
     agent->define_name(1, "aten::mm", 8);
     agent->define_name(2, "kprof.module:model|Linear", 25);
     for (uint32_t i = 0; i < kOps; ++i) {
       const kprof_op_event e{10'000ull + 4 * i,
                              10'002ull + 4 * i,
                              i % 2 + 1,
-                             -1,
+                             0,
                              0,
                              static_cast<uint8_t>(i % 2 ? kKprofOpModule : kKprofOp),
                              0,
                              0};
-      while (!kprof::test::Publish(ring, e, true)) std::this_thread::yield();
+      while (!kprof_op_room(ring, &seen)) std::this_thread::yield();  // the writer makes room
+      kprof_op_publish(ring, e, &seen);
     }
     agent->thread_done(ring);
   });

@@ -3,7 +3,7 @@ one build per torch, Python and source, shared by processes that start together,
 failed build said in one line and not tried again. The compiler is a stand-in script that logs
 each call and writes its output file; torch is a folder with the one header the build checks
 for. (The observer itself is built and run against a real torch on the GPU machine:
-tests/gpu/scripts/ops_parity.py.)
+Gpu.PyTorchOpObserverNamesTheOpsOfNvtxMode.)
 
     python3 tests/pytorch/test_ops_build.py BUILD/python
 """
