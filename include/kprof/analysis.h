@@ -173,6 +173,9 @@ struct RunSummary {
   /// `kprof run --pytorch MODE` (the processes' meta), "" when not asked; and what the PyTorch
   /// layer added where torch was imported ("ops,modules"), "" when nothing.
   std::string pytorch_mode, pytorch_added;
+  /// What named PyTorch's ops: kprof's op observer, as its meta describes it ("PyTorch
+  /// RecordFunction observer, torch 2.11.0+cu130"); "" for PyTorch's NVTX mode, or none.
+  std::string pytorch_ops;
   uint64_t backward_linked_ns = 0;  ///< GPU time of backward work traced to its forward op
   bool aten_ranges = false;         ///< PyTorch's own op ranges ("aten::...") were recorded
   /// Capture windows (kprof run --capture/--delay/--duration; docs/capture.md): what opened

@@ -149,6 +149,8 @@ void RunTotals::BeginProcess(const ProcessPass& pp) {
   S.missing_timestamps += p.stats.missing_timestamps;
   if (!pp.ix.pytorch_added.empty()) S.pytorch_added = pp.ix.pytorch_added;
   if (auto py = p.meta.find("pytorch"); py != p.meta.end()) S.pytorch_mode = py->second;
+  if (auto o = p.meta.find("op_observer"); o != p.meta.end() && !o->second.empty())
+    S.pytorch_ops = o->second;
   if (S.steady_from.empty()) S.steady_from = pp.t.steady_from_what;
   // kprof's own cost taken out of the priced gaps (docs/hints.md, "kprof's own cost").
   if (pp.t.self_cost) {

@@ -544,6 +544,7 @@ std::vector<std::pair<std::string, std::string>> TotalsLines(const RunSummary& s
           "kprof added {} ranges (--pytorch {})",
           colon == std::string::npos ? s.pytorch_added : s.pytorch_added.substr(colon + 1),
           s.pytorch_added.substr(0, colon));
+      if (!s.pytorch_ops.empty()) py += "; ops from the " + s.pytorch_ops;
     } else if (!s.pytorch_mode.empty() && !s.capture.empty() && s.aten_ranges) {
       // The layer says what it added when torch is imported: before any capture window.
       py = fmt::format(

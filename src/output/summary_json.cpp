@@ -210,10 +210,12 @@ ordered_json SummaryJson(const RunSummary& s) {
         {"api_ns", s.self_cost->api_ns},  {"range_ns", s.self_cost->range_ns},
         {"source", s.self_cost->source},  {"processes_without", s.self_cost_unmeasured}};
   // Only for PyTorch runs (kprof run --pytorch, or autograd ranges in the recording).
-  if (!s.pytorch_mode.empty() || !s.pytorch_added.empty() || s.backward_linked_ns)
+  if (!s.pytorch_mode.empty() || !s.pytorch_added.empty() || s.backward_linked_ns) {
     j["pytorch"] = {{"mode", s.pytorch_mode},
                     {"added", s.pytorch_added},
                     {"backward_linked_ns", s.backward_linked_ns}};
+    if (!s.pytorch_ops.empty()) j["pytorch"]["ops"] = s.pytorch_ops;
+  }
   return j;
 }
 

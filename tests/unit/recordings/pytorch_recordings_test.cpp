@@ -353,6 +353,8 @@ TEST(PyTorchRecordings, TheOpObserverGivesTheOpsOfNvtxMode) {
   EXPECT_EQ(ops.at("aten::mm"), (std::pair<uint64_t, uint64_t>{25, 35}));
   EXPECT_EQ(a.unattributed_gpu_ns, 0u);
   EXPECT_EQ(a.summary.pytorch_added, "auto:ops,modules");
+  EXPECT_EQ(a.summary.pytorch_ops, "PyTorch RecordFunction observer, torch 2.11.0+cu130");
+  EXPECT_EQ(b.summary.pytorch_ops, "");  // NVTX mode
   EXPECT_EQ(modules_of(observed), modules_of(nvtx));
   EXPECT_EQ(modules_of(observed).at("model Sequential"), 5u);
 
