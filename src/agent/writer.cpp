@@ -392,10 +392,12 @@ void Finish(const std::string& reason) {
     return;
   }
   a.finishing = true;
-  EndOnDemand();        // the control thread stops (on demand); a window it holds open ends
-  EndCapture();         // an open window ends here: its record before the final flush
-  ops::EndRecording();  // the op observer stops; the writer takes what it made at its end
-  StopCounters(true);   // the counters' meta (and any last samples), before the final flush
+  // The op observer stops first, told it is the end (so that no window's closing below switches
+  // it through PyTorch, whose state exit may have destroyed); the writer takes what it made.
+  ops::EndRecording();
+  EndOnDemand();       // the control thread stops (on demand); a window it holds open ends
+  EndCapture();        // an open window ends here: its record before the final flush
+  StopCounters(true);  // the counters' meta (and any last samples), before the final flush
   // The buffers CUPTI holds now: the forced flush must return every one of them. Buffers it asks
   // for later hold work the program goes on doing while the file is finished (a signal is
   // handled beside the program): not written, and no sign of another CUPTI client.

@@ -225,6 +225,14 @@ TEST_F(OpRings, TheObserverRecordsWhileTheAgentDoesWhicheverComesFirst) {
   EXPECT_EQ(FakeObserver::enables, (std::vector<int>{1, 0}));
   EXPECT_EQ(MetaOf("op_observer"), "a stand-in observer");
 
+  // The end: told kKprofOpEnd once; a window's closing after it (EndCapture) switches nothing.
+  ops::SetRecording(true);
+  ops::EndRecording();
+  ops::SetRecording(false);
+  ops::SetRecording(true);
+  ops::EndRecording();
+  EXPECT_EQ(FakeObserver::enables, (std::vector<int>{1, 0, 1, kKprofOpEnd}));
+
   // Ready while the agent records (torch imported after CUDA started): enabled at once.
   ops::ResetForTest();
   FakeObserver::enables.clear();
